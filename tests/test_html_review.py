@@ -5,6 +5,7 @@ same thing. Figures are read back from the page: the JSON of each ``Plotly.newPl
 import contextlib
 import html
 import io
+import itertools
 import json
 import re
 
@@ -231,3 +232,39 @@ def test_the_decode_page_caps_the_throughput_ceiling_as_the_text_does(tmp_path, 
     cap = re.search(r"capped by memory: (at most batch .+)", out)
     assert cap, out
     assert _headline(page, "capped by memory") == cap.group(1)
+
+
+def values(v):
+    """A trace's array as a list: plotly writes numpy arrays as base64 typed arrays."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"])).tolist()
+    return list(v)
+
+
+@pytest.mark.parametrize(
+    ("argv", "who"),
+    [
+        (["--disagg", "1:2", "--link-bandwidth", "50e9"], ["prefill 0", "decode 0", "decode 1"]),
+        (["--replicas", "2"], ["replica 0", "replica 1"]),
+    ],
+    ids=["disagg", "replicas"],
+)
+def test_the_timeline_draws_each_replica_as_its_own_line(tmp_path, argv, who):
+    """``simulate --disagg 1:2``: the replicas' samples interleave in time, and the page drew them
+    as one line per series that jumped between the prefill replica's and the decode replicas'
+    values at every sample (a solid comb). Each replica (from the deployment asked for: 1 prefill
+    + 2 decode, or 2 replicas) now has its own lines, each running forward in time."""
+    base = ["simulate", "llama-3.1-8b", "--device", "h100", "--requests", "100", "--rate", "5", "--quiet"]
+    _out, page = page_of(tmp_path, *base, *argv)
+    timeline = next(data for data, layout in figures(page) if "timeline" in str(layout.get("title")))
+    batch = {tr["name"]: tr for tr in timeline if tr["name"].startswith("batch")}
+    assert sorted(batch) == sorted(f"batch, {w}" for w in who)
+    for tr in batch.values():
+        t = values(tr["x"])
+        assert len(t) > 1 and all(b >= a for a, b in itertools.pairwise(t))
+    kv = [tr for tr in timeline if tr["name"].startswith("KV blocks used %")]
+    assert len(kv) == len(who)

@@ -67,9 +67,31 @@ def _timeline_note(samples: int, busy: int, iterations: int, stride: int) -> str
     )
 
 
+#: the timeline's line colours (plotly's default cycle): one per replica, or one per series
+_COLORS = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
+
+
+def _replica_names(topo: Any, tl: Mapping[str, Any]) -> dict[int, str]:
+    """Each replica index in the timeline and how its lines are labelled: nothing for a run on
+    one replica; ``, prefill 0`` / ``, decode 1`` disaggregated (the prefill replicas are indexed
+    first), ``, replica 1 rank 0`` with data-parallel ranks, else ``, replica 2``."""
+    import numpy as np
+
+    ids = sorted(int(i) for i in np.unique(tl["replica"])) if "replica" in tl else [0]
+    if len(ids) <= 1:
+        return {i: "" for i in ids}
+    pre, dp = getattr(topo, "prefill_replicas", 0), max(1, getattr(topo, "dp", 1))
+    if pre:
+        return {i: f", prefill {i}" if i < pre else f", decode {i - pre}" for i in ids}
+    if dp > 1:
+        return {i: f", replica {i // dp} rank {i % dp}" if topo.replicas > 1 else f", rank {i}" for i in ids}
+    return {i: f", replica {i}" for i in ids}
+
+
 def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | None) -> list[Section]:
     go = require_plotly()
     # plotly (the optional [html] extra) loads only when a page is drawn
+    import numpy as np
     from plotly.subplots import make_subplots
 
     pr = res.per_request
@@ -93,25 +115,38 @@ def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | Non
     )
     tl = res.timeline
     k = _stride(len(tl["t"]))
-    t = tl["t"][::k].astype("float32")  # numpy arrays: plotly writes them as compact typed arrays
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
-    for key in ("running", "waiting", "batch"):
+    names = _replica_names(res.topology, tl)
+    for n, (rid, who) in enumerate(names.items()):
+        # each replica's (rank's) own samples: they interleave in time, one line would zig-zag
+        idx = np.flatnonzero(tl["replica"] == rid)[::k] if "replica" in tl else np.arange(len(tl["t"]))[::k]
+        t = tl["t"][idx].astype("float32")  # numpy arrays: plotly writes them as compact typed arrays
+        color = _COLORS[n % len(_COLORS)] if len(names) > 1 else None
+        for key, dash, default in (("running", "solid", 0), ("waiting", "dot", 1), ("batch", "dash", 2)):
+            fig.add_trace(
+                go.Scatter(
+                    x=t,
+                    y=tl[key][idx].astype("float32"),
+                    mode="lines",
+                    name=f"{key}{who}",
+                    legendgroup=who or key,
+                    line={"width": 1, "dash": dash, "color": color or _COLORS[default]},
+                ),
+                row=1,
+                col=1,
+            )
         fig.add_trace(
-            go.Scatter(x=t, y=tl[key][::k].astype("float32"), mode="lines", name=key, line={"width": 1}),
-            row=1,
+            go.Scatter(
+                x=t,
+                y=(100 * tl["kv_used"][idx]).astype("float32"),
+                mode="lines",
+                name=f"KV blocks used %{who}",
+                legendgroup=who or "kv",
+                line={"width": 1, "color": color or _COLORS[3]},
+            ),
+            row=2,
             col=1,
         )
-    fig.add_trace(
-        go.Scatter(
-            x=t,
-            y=(100 * tl["kv_used"][::k]).astype("float32"),
-            mode="lines",
-            name="KV blocks used %",
-            line={"width": 1},
-        ),
-        row=2,
-        col=1,
-    )
     fig.update_yaxes(title_text="sequences", row=1, col=1)
     fig.update_yaxes(title_text="KV blocks used (%)", row=2, col=1)
     fig.update_xaxes(title_text="time (s)", row=2, col=1)

@@ -321,7 +321,9 @@ class SimResult(Result):
         ``output``, ``preemptions``, ``session``, ``turn``, ``queued_s`` (send + the request path)
         and ``scheduled_s`` (its first iteration's start).
     timeline : dict of str to numpy.ndarray
-        ``t``, ``batch``, ``waiting``, ``running``, ``kv_used`` per iteration, all replicas.
+        ``t``, ``batch``, ``waiting``, ``running``, ``kv_used`` per iteration, all replicas, and
+        ``replica``: the index of the replica (data-parallel rank; disaggregated, the prefill
+        replicas first) that recorded each sample.
     predictor : str
         What priced the iterations (:class:`Predictor` label).
     coverage : Coverage or None
@@ -387,7 +389,9 @@ class SimResult(Result):
     #: queued_s (send + the request path) and scheduled_s (its first iteration's start: an
     #: iteration boundary, the admission delay and any queueing after queued_s)
     per_request: dict[str, np.ndarray]
-    timeline: dict[str, np.ndarray]  #: t, batch, waiting, running, kv_used (per iteration, all replicas)
+    timeline: dict[
+        str, np.ndarray
+    ]  #: t, batch, waiting, running, kv_used, replica (per iteration, all replicas)
     predictor: str = "roofline bound"  #: what priced the iterations (:class:`Predictor` label)
     #: a predicted run's iteration seconds by what they rest on (None for the bound)
     coverage: Coverage | None = None
@@ -1233,8 +1237,14 @@ def _summarise(
     if slo_tpot is not None:
         ok &= ~multi | (tpot <= slo_tpot)
     has_slo = slo_ttft is not None or slo_tpot is not None
-    # every replica's records, ordered as their tuples sort (time, then batch, waiting, ...)
-    tl = np.concatenate([r.samples.array() for r in replicas]) if replicas else np.zeros((0, 5))
+    # every replica's records, ordered as their tuples sort (time, then batch, waiting, ...), each
+    # with its replica's index last (a page draws one line per replica: their samples interleave)
+    recs = [(r.index, r.samples.array()) for r in replicas]
+    tl = (
+        np.concatenate([np.column_stack([a, np.full(len(a), i, dtype=float)]) for i, a in recs])
+        if recs
+        else np.zeros((0, 6))
+    )
     tl = tl[np.lexsort(tl.T[::-1])]
     busy = tl[:, 1] > 0  # iteration records (the others mark a replica going idle)
     # their means, each column taken alone (a copy of every busy row is the run's size again)
@@ -1312,6 +1322,7 @@ def _summarise(
             "waiting": tl[:, 2],
             "running": tl[:, 3],
             "kv_used": tl[:, 4],
+            "replica": tl[:, 5],
         },
         concurrency=concurrency,
     )
