@@ -69,14 +69,18 @@ def roofline_figure(
     Hover: node, op, ``details[node]`` (e.g. its shapes), FLOPs, bytes, intensity, bound kind,
     time per instance and over its repeats, share of the step. Roofs whose precision is in
     ``show_precisions`` are drawn (the others one click away in the legend); each drawn roof's
-    ridge point is marked. Nodes without FLOPs (gathers, collectives) have no point on log
-    axes; the figure's caption counts them (the page lists them in the node table).
+    ridge point is marked. Nodes without FLOPs (gathers) have no point on log axes, and nodes
+    bound by a link (collectives: their bytes cross the interconnect, not DRAM) have none
+    against the DRAM roofs; the figure's title counts both (the page lists them in the node
+    table).
     """
     go = require_plotly()
     from .cost import as_float
+    from .roofline import LINK_PREFIX
 
     details = details or {}
-    pts = [r for r in rows if r.flops > 0 and r.bytes > 0 and r.time_s > 0]
+    links = {r.node for r in rows if r.kind.startswith(LINK_PREFIX)}
+    pts = [r for r in rows if r.flops > 0 and r.bytes > 0 and r.time_s > 0 and r.node not in links]
     bw = as_float(hw.bandwidth())
     fig = go.Figure()
     by_kind: dict[str, list[NodeRow]] = {}
@@ -130,8 +134,10 @@ def roofline_figure(
                 + "<extra></extra>",
             )
         )
-    skipped = len(rows) - len(pts)
-    sub = f" ({skipped} node(s) without FLOPs not drawn)" if skipped else ""
+    skipped = len(rows) - len(pts) - len(links)
+    left = [f"{skipped} node(s) without FLOPs"] if skipped else []
+    left += [f"{len(links)} link-bound collective(s)"] if links else []
+    sub = f" ({' and '.join(left)} not drawn)" if left else ""
     return styled(
         fig,
         (title or f"roofline on {hw.name}") + sub,

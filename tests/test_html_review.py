@@ -268,3 +268,21 @@ def test_the_timeline_draws_each_replica_as_its_own_line(tmp_path, argv, who):
         assert len(t) > 1 and all(b >= a for a, b in itertools.pairwise(t))
     kv = [tr for tr in timeline if tr["name"].startswith("KV blocks used %")]
     assert len(kv) == len(who)
+
+
+def test_the_roofline_draws_no_collective_against_the_dram_roofs(tmp_path):
+    """Llama-3.1-8B at tp 2: the text's node table has 4 nodes bound by ``link:scale_up`` (the
+    embedding's, o_proj's and down_proj's all-reduces and the logits' all-gather). The roofline
+    drew the all-reduces at 0.125 FLOP per link byte on its "FLOP per DRAM byte" axis, under a
+    note saying collectives appear in the table only; they are now left out, and counted."""
+    argv = ("model", "analyze", "llama-3.1-8b", "--device", "h100", "--tp", "2")
+    out = run_cli(*argv)
+    linked = [line.split()[0] for line in out.splitlines() if " link:scale_up " in line]
+    assert len(linked) == 4
+    _out, page = page_of(tmp_path, *argv)
+    data, layout = next((d, lay) for d, lay in figures(page) if "roofline" in str(lay.get("title")))
+    assert not [tr["name"] for tr in data if "link" in tr.get("name", "")]
+    drawn = " ".join(s for tr in data for s in strings(tr.get("text", [])))
+    assert not [n for n in linked if f"<b>{n}</b>" in drawn]
+    assert "4 link-bound collective(s)" in layout["title"]["text"]
+    assert "layers.q_proj" in drawn

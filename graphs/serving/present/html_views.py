@@ -137,7 +137,8 @@ def _roofline_section(rows: Sequence[Any], hw: Any, details: Mapping[str, str], 
         (roofline_figure(rows, hw, details=details, show_precisions=(precision, "fp32")), rows_table(table)),
         f"The {len(rows)} nodes' bounds sum to {fmt_time(sum(r.total_time_s for r in rows))}. Point size "
         "grows with the node's share of the step; hover a point for its op, shapes, FLOPs, bytes, bound "
-        "and time. Nodes without FLOPs (gathers, collectives) appear in the table only.",
+        "and time. Nodes without FLOPs (gathers) and collectives (bound by a link: their bytes cross the "
+        "interconnect, not DRAM) appear in the table only.",
     )
 
 
