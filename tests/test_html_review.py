@@ -286,3 +286,23 @@ def test_the_roofline_draws_no_collective_against_the_dram_roofs(tmp_path):
     assert not [n for n in linked if f"<b>{n}</b>" in drawn]
     assert "4 link-bound collective(s)" in layout["title"]["text"]
     assert "layers.q_proj" in drawn
+
+
+def test_the_search_page_numbers_its_winners_instead_of_overprinting_them(tmp_path):
+    """Two contexts' winners: the page wrote each winner's whole label beside its point, and the
+    labels of nearby winners overprinted each other and ran off the plot. Each distinct winning
+    point (from ``--json``'s ``best_by_ctx``) is now a numbered star, and a table under the plot
+    names its objectives and plan; no text annotation is left on the plot."""
+    argv = ("search", "llama-3.1-8b", "--batches", "1,8,64", "--ctxs", "1024,4096", "--quiet")
+    doc = json.loads(run_cli(*argv, "--json"))
+    points = {
+        (p["plan"], p["batch"], p["ctx"]) for best in doc["best_by_ctx"].values() for p in best.values()
+    }
+    assert len(points) >= 2
+    _out, page = page_of(tmp_path, *argv)
+    data, layout = next((d, lay) for d, lay in figures(page) if "Pareto" in str(lay.get("title")))
+    assert not layout.get("annotations")
+    stars = [tr for tr in data if tr["name"].startswith("winners")]
+    assert len(stars) == 1 and stars[0]["text"] == [str(n) for n in range(1, len(points) + 1)]
+    for plan, batch, ctx in points:
+        assert any(f": {plan}, batch {batch}, ctx {ctx}" in s for s in stars[0]["customdata"])

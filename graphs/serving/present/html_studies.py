@@ -451,17 +451,31 @@ def search_page(result: Any, *, command: str) -> str:
             key = (p["plan"], p["batch"], p["ctx"])
             winners.setdefault(key, []).append(name.replace("_", " "))
             points[key] = p
-    for i, (key, names) in enumerate(winners.items()):
-        p = points[key]
-        fig.add_annotation(
-            x=math.log10(p["tokens_per_s_per_device"]),
-            y=math.log10(p["tokens_per_s_per_user"]),
-            text=plain(f"{' and '.join(names)}: {p['plan']}, batch {p['batch']}, ctx {p['ctx']}"),
-            showarrow=True,
-            arrowhead=2,
-            ay=-30 - 25 * (i % 2),
-            font={"size": 10},
+    # each winner a numbered star (its objectives and plan in the table below and on hover): the
+    # whole label beside each point overprinted its neighbours' and ran off the plot
+    labelled = [(i + 1, names, points[key]) for i, (key, names) in enumerate(winners.items())]
+    if labelled:
+        fig.add_trace(
+            go.Scatter(
+                x=[p["tokens_per_s_per_device"] for _, _, p in labelled],
+                y=[p["tokens_per_s_per_user"] for _, _, p in labelled],
+                mode="markers+text",
+                name="winners (numbered as in the table below)",
+                text=[str(n) for n, _, _ in labelled],
+                textposition=["top right" if n % 2 else "bottom left" for n, _, _ in labelled],
+                textfont={"size": 13},
+                marker={"symbol": "star", "size": 14, "color": "black"},
+                customdata=[
+                    plain(f"{n}. {' and '.join(names)}: {p['plan']}, batch {p['batch']}, ctx {p['ctx']}")
+                    for n, names, p in labelled
+                ],
+                hovertemplate="%{customdata}<extra></extra>",
+            )
         )
+    won = [
+        {"#": n, "wins": " and ".join(names), **_point_row({k: p[k] for k in _POINT_KEYS if k in p})}
+        for n, names, p in labelled
+    ]
     styled(
         fig,
         f"Pareto frontier ({' vs '.join(_POINT_HEADINGS.get(o, (o,))[0] for o in result.objectives)})",
@@ -483,7 +497,12 @@ def search_page(result: Any, *, command: str) -> str:
     if "usd_per_m_output" in result.objectives:  # as the command labels it (graphs.serving.planning.cost)
         cols.append(("usd_per_m_output", "$/M output, 100 % busy decoding"))
     shown = [_point_row(p) for p in result.frontier]
-    sections = [Section("Pareto frontier", (fig, rows_table(shown, cols)))]
+    won_cols = [("#", "#"), ("wins", "wins"), *cols]
+    parts = (fig, rows_table(won, won_cols)) if won else (fig,)
+    sections = [
+        Section("Pareto frontier", parts, "the numbered stars: each objective's winner"),
+        Section("the frontier's points", (rows_table(shown, cols),)),
+    ]
     if result.beyond_domain:
         sections.append(
             Section(
