@@ -306,3 +306,23 @@ def test_the_search_page_numbers_its_winners_instead_of_overprinting_them(tmp_pa
     assert len(stars) == 1 and stars[0]["text"] == [str(n) for n in range(1, len(points) + 1)]
     for plan, batch, ctx in points:
         assert any(f": {plan}, batch {batch}, ctx {ctx}" in s for s in stars[0]["customdata"])
+
+
+def test_the_sweep_hover_tells_its_points_apart_and_shows_their_rates(tmp_path):
+    """``sweep --weight-dtypes bf16,fp8``: the bf16 and fp8 points' hovers both read
+    ``h100-sxm batch 8 ctx 1024`` and showed no tokens/s. Each now names the text table's
+    weights, KV and tp columns and its two rates as the table prints them (``.1f``)."""
+    argv = ("sweep", "llama-3.1-8b", "--device", "h100", "--batches", "8,64", "--ctxs", "1024")
+    argv += ("--weight-dtypes", "bf16,fp8")
+    doc = json.loads(run_cli(*argv, "--json"))
+    _out, page = page_of(tmp_path, *argv)
+    (data, _layout), *_ = figures(page)
+    hovers = [s for tr in data if tr["name"] == "points that fit" for s in tr["text"]]
+    assert len(hovers) == len(set(hovers)) == len(doc["points"]) == 4
+    for p in doc["points"]:
+        want = (
+            f"{p['device']} weights {p['weight_dtype']}, KV {p['kv_dtype']}, tp {p['tp']}, batch {p['batch']}, "
+            f"ctx {p['ctx']}<br>{p['tokens_per_s_per_user']:.1f} tok/s/user, "
+            f"{p['tokens_per_s_per_device']:.1f} tok/s/device"
+        )
+        assert want in hovers

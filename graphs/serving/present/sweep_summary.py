@@ -11,7 +11,7 @@ What stays with the caller: resolving the model, the forms' cache (cards), the p
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,7 +112,7 @@ class SweepSummary:
         str
             A self-contained HTML page (needs the ``html`` extra: plotly).
         """
-        from costmodel.html import plain, require_plotly
+        from costmodel.html import require_plotly
         from costmodel.html_figures import styled
 
         from .html_studies import report_page
@@ -128,7 +128,7 @@ class SweepSummary:
                     y=[p["tokens_per_s_per_user"] for p in pts],
                     mode=mode,
                     name=name,
-                    text=[plain(f"{p['device']} batch {p['batch']} ctx {p['ctx']}") for p in pts],
+                    text=[_hover(p) for p in pts],
                     hovertemplate="%{text}<extra></extra>",
                 )
             )
@@ -145,6 +145,19 @@ class SweepSummary:
             headline={"frontier": f"{len(front)} points"},
             figures=[fig],
         )
+
+
+def _hover(p: Mapping[str, Any]) -> str:
+    """A sweep point's hover, in the text table's columns and formats: ``h100-sxm weights
+    fp8_e4m3, KV bf16, tp 1, batch 8, ctx 1024`` over ``386.5 tok/s/user, 3091.8 tok/s/device``."""
+    from costmodel.html import plain
+
+    what = (
+        f"{p['device']} weights {p['weight_dtype']}, KV {p['kv_dtype']}, tp {p['tp']}, "
+        f"batch {p['batch']}, ctx {p['ctx']}"
+    )
+    rates = f"{p['tokens_per_s_per_user']:.1f} tok/s/user, {p['tokens_per_s_per_device']:.1f} tok/s/device"
+    return f"{plain(what)}<br>{rates}"
 
 
 def run_sweep(
