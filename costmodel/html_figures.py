@@ -198,39 +198,81 @@ def fusion_graph_figure(
 ) -> Any:
     """The op graph laid out by topological generation (left to right), each node coloured by
     its fused group; an edge that crosses groups (a kernel boundary, which touches DRAM) is drawn
-    red, thicker the more DRAM time its producer's boundary costs; edges inside a group grey."""
+    red, thicker the more DRAM time its own read costs; edges inside a group grey. An edge that
+    skips a generation is routed around the nodes, in a lane above or below them, so that it
+    never runs through a node it does not join.
+
+    A boundary moves one write of its producer's tensor plus one read per consuming kernel
+    (:class:`~costmodel.fusion_audit.Boundary`); an edge's hover gives its own read, the edge's
+    bytes times the producer's repeat, ``D_e``, at the boundary's DRAM time per byte,
+    ``t_e = D_e t_b / D_b``, beside the whole boundary's ``D_b`` and ``t_b``."""
     go = require_plotly()
     import networkx as nx
 
-    from .graph import OP, op_nodes
+    from .cost import as_float
+    from .expr import to_expr
+    from .graph import BYTES, OP, REPEAT, op_nodes
 
     sub = g.subgraph(list(op_nodes(g)))
     pos = {
         n: (i, -j) for i, gen in enumerate(nx.topological_generations(sub)) for j, n in enumerate(sorted(gen))
     }
+    bottom = min((y for _x, y in pos.values()), default=0)
     home = {m: gr.name for gr in plan.groups for m in gr.members}
     cost = {b.producer: b for b in boundaries}
-    worst = max((b.time_s for b in boundaries), default=0.0) or 1.0
+    lanes = 0
+
+    def path(u: str, v: str) -> tuple[list[float], list[float]]:
+        """The edge's polyline: straight between neighbouring generations, else out into the gap
+        after its producer's column, along a lane above the top row or below the bottom one, and
+        down the gap before its consumer's column (no node sits in a lane or a gap)."""
+        nonlocal lanes
+        (x0, y0), (x1, y1) = pos[u], pos[v]
+        if x1 - x0 <= 1:
+            return [x0, x1], [y0, y1]
+        k, lanes = lanes, lanes + 1
+        lane = 0.7 + 0.35 * (k // 2) if k % 2 == 0 else bottom - 0.7 - 0.35 * (k // 2)
+        d = 0.05 * (k % 5) - 0.1  # neighbouring edges' corridors apart
+        xa, xb = x0 + 0.5 + d, x1 - 0.5 - d
+        s = 0.25 if lane > 0 else -0.25  # a slant off the row: not along a neighbour's straight edge
+        return [x0, xa, xa, xb, xb, x1], [y0, y0 + s, lane, lane, y1 + s, y1]
+
+    def read(u: str, v: str, b: Boundary) -> tuple[float, float]:
+        """The edge's own read (bytes) and its DRAM time at the boundary's time per byte."""
+        rep = as_float(to_expr(sub.nodes[u].get(REPEAT, 1), field=f"{u} repeat"))
+        nbytes = as_float(to_expr(sub.edges[u, v].get(BYTES, 0), field=f"edge {u}->{v} bytes")) * rep
+        return nbytes, (b.time_s * nbytes / b.bytes if b.bytes else 0.0)
+
+    crossing = [(u, v) for u, v in sub.edges if home.get(u, u) != home.get(v, v)]
+    reads = {(u, v): read(u, v, cost[u]) for u, v in crossing if u in cost}
+    worst = max((t for _b, t in reads.values()), default=0.0) or 1.0
     fig = go.Figure()
     inside_x: list[float | None] = []
     inside_y: list[float | None] = []
     for u, v in sub.edges:
-        (x0, y0), (x1, y1) = pos[u], pos[v]
+        xs, ys = path(u, v)
         if home.get(u, u) == home.get(v, v):
-            inside_x += [x0, x1, None]
-            inside_y += [y0, y1, None]
+            inside_x += [*xs, None]
+            inside_y += [*ys, None]
             continue
         b = cost.get(u)
+        own, t = reads.get((u, v), (0.0, 0.0))
         fig.add_trace(
             go.Scatter(
-                x=[x0, x1],
-                y=[y0, y1],
+                x=xs,
+                y=ys,
                 mode="lines",
-                line={"color": "crimson", "width": 1 + 7 * (b.time_s / worst if b else 0.0)},
+                line={"color": "crimson", "width": 1 + 7 * t / worst},
                 showlegend=False,
                 hovertemplate=(
                     f"boundary {plain(u, template=True)} -> {plain(v, template=True)}"
-                    + (f": {fmt_si(b.bytes, 'B')}, {fmt_time(b.time_s)} of DRAM time" if b else "")
+                    + (
+                        f": this read {fmt_si(own, 'B')}, {fmt_time(t)} of DRAM time; the whole boundary "
+                        f"(one write + reads by {len(b.consumers)} kernel(s)) {fmt_si(b.bytes, 'B')}, "
+                        f"{fmt_time(b.time_s)}"
+                        if b
+                        else ""
+                    )
                     + "<extra></extra>"
                 ),
             )

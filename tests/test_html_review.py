@@ -326,3 +326,57 @@ def test_the_sweep_hover_tells_its_points_apart_and_shows_their_rates(tmp_path):
             f"{p['tokens_per_s_per_device']:.1f} tok/s/device"
         )
         assert want in hovers
+
+
+def _on_segment(p, a, b, eps=1e-9):
+    """Whether point ``p`` lies on the segment ``a``-``b`` (2-D)."""
+    (px, py), (ax, ay), (bx, by) = p, a, b
+    cross = (bx - ax) * (py - ay) - (by - ay) * (px - ax)
+    if abs(cross) > eps:
+        return False
+    return min(ax, bx) - eps <= px <= max(ax, bx) + eps and min(ay, by) - eps <= py <= max(ay, by) + eps
+
+
+def test_the_fusion_graph_gives_each_edge_its_own_read_and_runs_no_edge_through_a_node(tmp_path):
+    """``fusion audit llama-3.1-8b --phase prefill --seq 4096``: the three edges out of attn_norm
+    each said "134.22 MB, 40.06 us" (the whole boundary: one write plus three kernels' reads), and
+    attn_residual -> mlp_residual ran straight along the row through mlp_norm, gate_proj, act and
+    down_proj. By hand each read is 4096 tokens x 4096 x 2 B = 33.55 MB, and the boundary
+    (``--json``) is the write and three reads, 4 x 33.55 = 134.22 MB. No node lies on any edge's
+    line but its own two ends."""
+    argv = ("fusion", "audit", "llama-3.1-8b", "--phase", "prefill", "--seq", "4096", "--device", "h100")
+    doc = json.loads(run_cli(*argv, "--json"))
+    norm = next(b for b in doc["boundaries"] if b["producer"] == "layer.attn_norm")
+    assert norm["bytes"] == 4 * 4096 * 4096 * 2 and len(norm["consumers"]) == 3
+    _out, page = page_of(tmp_path, *argv)
+    data, _layout = next((d, lay) for d, lay in figures(page) if "the graph" in str(lay.get("title")))
+    for proj in ("q_proj", "k_proj", "v_proj"):
+        (hover,) = [
+            tr["hovertemplate"]
+            for tr in data
+            if tr.get("hovertemplate", "").startswith(f"boundary layer.attn_norm -> layer.{proj}:")
+        ]
+        assert "this read 33.55 MB" in hover and "the whole boundary" in hover and "134.22 MB" in hover
+    nodes = {
+        (x, y)
+        for tr in data
+        if tr.get("mode") == "markers+text"
+        for x, y in zip(values(tr["x"]), values(tr["y"]), strict=True)
+    }
+    edges = [tr for tr in data if tr.get("mode") == "lines"]
+    assert edges
+    for tr in edges:
+        xs, ys = values(tr["x"]), values(tr["y"])
+        lines, run = [], []
+        for x, y in zip(xs, ys, strict=True):  # a trace of several edges separates them with None
+            if x is None:
+                lines.append(run)
+                run = []
+            else:
+                run.append((x, y))
+        lines.append(run)
+        for line in (r for r in lines if r):
+            ends = {line[0], line[-1]}
+            for a, b in itertools.pairwise(line):
+                hit = [p for p in nodes - ends if _on_segment(p, a, b)]
+                assert not hit, (tr.get("hovertemplate"), hit)
