@@ -239,9 +239,12 @@ def page_html(
 ) -> str:
     """The whole page: ``header`` (what was run), ``headline`` (the run's key numbers, as the
     command line prints them, each in an element with ``data-key``), then ``sections``. The
-    plotly.js bundle (:func:`plotly_js`) is inlined once in the head: the page makes no network
-    request."""
-    require_plotly()
+    plotly.js bundle (:func:`plotly_js`) is inlined once in the head when a section holds a
+    figure (a page of text, tables and images needs neither it nor plotly): the page makes no
+    network request."""
+    figures = any(not isinstance(p, str) for s in sections for p in s.parts)
+    if figures:
+        require_plotly()
 
     head_rows = "".join(
         f"<tr><th>{html.escape(str(k))}</th><td><code>{html.escape(str(v))}</code></td></tr>"
@@ -262,7 +265,8 @@ def page_html(
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{_CSS}</style>"
-        f'<script type="text/javascript">{plotly_js()}</script></head><body>'
+        + (f'<script type="text/javascript">{plotly_js()}</script>' if figures else "")
+        + "</head><body>"
         f'<h1>{html.escape(title)}</h1><table class="cm-run">{head_rows}</table>'
         f'<table class="cm-headline">{lines}</table>' + "\n".join(body) + "</body></html>\n"
     )

@@ -88,21 +88,28 @@ _PAGES: dict[str, Callable[[argparse.Namespace, dict[str, Any], str], str]] = {
 }
 
 
-def add_html_option(sp: argparse.ArgumentParser, kind: str) -> None:
-    """Add ``--html PATH`` to ``sp`` and wrap its command (call after its ``set_defaults``)."""
+def add_html_option(sp: argparse.ArgumentParser, kind: str, *, plotly: bool = True) -> None:
+    """Add ``--html PATH`` to ``sp`` and wrap its command (call after its ``set_defaults``);
+    ``plotly=False`` for a command whose page draws no plotly figure (it needs no html extra)."""
     sp.add_argument(
         "--html",
         default=None,
         metavar="PATH",
-        help="also write a self-contained interactive HTML report here (html extra: plotly)",
+        help=(
+            "also write a self-contained interactive HTML report here (html extra: plotly)"
+            if plotly
+            else "also write a self-contained HTML page holding the figure here"
+        ),
     )
-    sp.set_defaults(func=_with_html(sp.get_default("func"), sp, _PAGES[kind]))
+    sp.set_defaults(func=_with_html(sp.get_default("func"), sp, _PAGES[kind], plotly=plotly))
 
 
 def _with_html(
     cmd: Callable[[argparse.Namespace], int],
     sp: argparse.ArgumentParser,
     page: Callable[[argparse.Namespace, dict[str, Any], str], str],
+    *,
+    plotly: bool = True,
 ) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         path = getattr(args, "html", None)
@@ -112,7 +119,8 @@ def _with_html(
         from costmodel.html import require_plotly, write_html
 
         check_output_path(path, "--html", suffixes=(".html", ".htm"))  # before the work, not after it
-        require_plotly()
+        if plotly:
+            require_plotly()
         rc = cmd(args)
         kept = vars(args).get(_KEPT)
         if kept is None:

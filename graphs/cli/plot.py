@@ -85,4 +85,4 @@ def add_plot_parser(sub: Any) -> None:
     )
     pl.add_argument("--out", default="plot.png")
     pl.set_defaults(func=cmd_plot)
-    add_html_option(pl, "report")
+    add_html_option(pl, "report", plotly=False)  # its page holds the PNG/SVG written, no plotly figure

@@ -80,7 +80,8 @@ class PlotReport:
         Returns
         -------
         str
-            A self-contained HTML page (needs the ``html`` extra: plotly).
+            A self-contained HTML page: the figure as an image, no plotly figure (so neither
+            plotly.js inlined nor the ``html`` extra needed).
         """
         from .html_studies import report_page
 
