@@ -410,3 +410,14 @@ def test_a_plot_page_inlines_no_plotly_and_needs_no_plotly(tmp_path, monkeypatch
     assert "<script" not in page
     assert base64.b64encode(png.read_bytes()).decode() in page
     assert path.stat().st_size < png.stat().st_size * 4 / 3 + 20_000  # the image and the text around it
+
+
+def test_both_timeline_panels_keep_their_axis_titles(tmp_path):
+    """The timeline's top panel (running, waiting, batch: sequences) lost its y-axis title: the
+    page's styling set every first axis title to "" after the panel had been labelled."""
+    argv = ("simulate", "llama-3.1-8b", "--device", "h100", "--requests", "50", "--rate", "5", "--quiet")
+    _out, page = page_of(tmp_path, *argv)
+    layout = next(lay for _d, lay in figures(page) if "timeline" in str(lay.get("title")))
+    assert layout["yaxis"]["title"]["text"] == "sequences"
+    assert layout["yaxis2"]["title"]["text"] == "KV blocks used (%)"
+    assert layout["xaxis2"]["title"]["text"] == "time (s)"

@@ -147,10 +147,11 @@ def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | Non
             row=2,
             col=1,
         )
+    styled(fig, "timeline: batch, queue and KV use per iteration", "", "", height=560)
+    # after styled, whose empty axis titles would otherwise blank the top panel's
     fig.update_yaxes(title_text="sequences", row=1, col=1)
     fig.update_yaxes(title_text="KV blocks used (%)", row=2, col=1)
     fig.update_xaxes(title_text="time (s)", row=2, col=1)
-    styled(fig, "timeline: batch, queue and KV use per iteration", "", "", height=560)
     note = _timeline_note(len(tl["t"]), int((tl["batch"] > 0).sum()), res.iterations, k)
     return [
         Section("latency distributions", (summary, *cdfs)),
