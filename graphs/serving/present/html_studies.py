@@ -499,9 +499,12 @@ def search_page(result: Any, *, command: str) -> str:
         cols.append(("usd_per_m_output", "$/M output, 100 % busy decoding"))
     shown = [_point_row(p) for p in result.frontier]
     won_cols = [("#", "#"), ("wins", "wins"), *cols]
-    parts = (fig, rows_table(won, won_cols)) if won else (fig,)
+    if not result.frontier:  # no point meets the SLOs: no empty axes
+        parts: tuple[Any, ...] = ("<p>(no point on the frontier)</p>",)
+    else:
+        parts = (fig, rows_table(won, won_cols)) if won else (fig,)
     sections = [
-        Section("Pareto frontier", parts, "the numbered stars: each objective's winner"),
+        Section("Pareto frontier", parts, "the numbered stars: each objective's winner" if won else ""),
         Section("the frontier's points", (rows_table(shown, cols),)),
     ]
     if result.beyond_domain:

@@ -209,20 +209,24 @@ class SizeReport:
             (100 * d.ttft_at_percentile_s / res.slo_ttft, 100 * d.tpot_at_percentile_s / res.slo_tpot)
             for d in res.candidates
         ]
-        figure = hbar_figure(
-            [d.label for d in res.candidates],
-            [max(s) for s in shares],
-            [f"TTFT {t:.0f}%, TPOT {p:.0f}% of its SLO" for t, p in shares],
-            title=f"simulated candidates: P{res.percentile:g} latency as a share of its SLO (100%: at it)",
-            x_title="the larger of the two shares (%)",
-        )
+        figures = []
+        if res.candidates:  # none simulated (all pruned by the bounds): no empty axes
+            figures.append(
+                hbar_figure(
+                    [d.label for d in res.candidates],
+                    [max(s) for s in shares],
+                    [f"TTFT {t:.0f}%, TPOT {p:.0f}% of its SLO" for t, p in shares],
+                    title=f"simulated candidates: P{res.percentile:g} latency as a share of its SLO (100%: at it)",
+                    x_title="the larger of the two shares (%)",
+                )
+            )
         rows = [{k: v for k, v in d.to_dict().items() if k != "cost"} for d in res.candidates]
         return report_page(
             f"{res.model}: sizing at {res.rate:g} requests/s",
             self.to_text(),
             command=command,
             headline={"winner": winner, "simulated": str(res.simulated)},
-            figures=[figure],
+            figures=figures,
             tables=[("simulated candidates", rows)],
         )
 
