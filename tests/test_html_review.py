@@ -453,3 +453,74 @@ def test_a_page_with_nothing_to_plot_draws_no_empty_axes(tmp_path, argv, empty, 
     m = re.search(empty, out)
     assert m and m.group(1) == "0", out
     assert figures(page) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "pattern"),
+    [
+        (
+            ["decode", "mixtral-8x7b", "--device", "h100", "--tp", "2", "--ep", "2"],
+            r"  energy (.+?); \S+ device-hours",
+        ),
+        (["prefill", "llama-3.1-8b", "--seq", "512"], r"tokens/s, (\S+ mJ/token \(.+\))$"),
+    ],
+    ids=["decode", "prefill"],
+)
+def test_a_step_pages_energy_is_the_texts(tmp_path, argv, pattern):
+    """Prefill's page said "0.0117 J/token (TDP x 1 device(s) x time)" where its text says
+    "11.695 mJ/token": three significant digits hid the value; decode's page said "x time" where
+    the text says "x TPOT / batch" and names the tp x ep split. The page's energy is the text's
+    clause, word for word."""
+    out, page = page_of(tmp_path, *argv)
+    m = re.search(pattern, out, re.MULTILINE)
+    assert m, out
+    assert _headline(page, "energy") == m.group(1)
+
+
+def test_a_node_with_no_flops_and_no_bytes_has_no_intensity(tmp_path):
+    """Prefill's ``head.last_token`` (a view: 0 FLOP, 0 B in the text's table) showed an intensity
+    of "inf"; 0 / 0 is undefined, written "-" (a node with FLOPs and no bytes stays "inf")."""
+    out, page = page_of(tmp_path, "model", "analyze", "llama-3.1-8b", "--phase", "prefill", "--seq", "512")
+    assert re.search(r"head\.last_token +view +1 +0\.00 +0\.00 ", out), out
+    row = re.search(
+        r"<td>head\.last_token</td><td>view</td><td>1</td><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td>",
+        page,
+    )
+    assert row and row.groups() == ("0.00 FLOP", "0.00 B", "-")
+
+
+def test_the_max_rate_page_prints_the_rate_as_the_text_does(tmp_path):
+    """``simulate --max-rate``: the page said "33.886 requests/s", the text "33.89"."""
+    argv = ("simulate", "llama-3.1-8b", "--device", "h100", "--requests", "200", "--max-rate")
+    out, page = page_of(tmp_path, *argv, "--slo-ttft", "0.5", "--slo-tpot", "0.02", "--quiet")
+    m = re.search(r"max rate (\S+ requests/s = \S+ requests/s per device) ", out)
+    assert m, out
+    assert _headline(page, "max rate") == m.group(1)
+
+
+def test_the_search_hover_shows_the_tables_numbers(tmp_path):
+    """The search page's hover repeated each frontier point's raw keys at full precision
+    (``tpot_s: 0.0017537430230555558``) beside a table column "TPOT (ms) 1.75"; each hover line
+    is now the table's heading and cell (TPOT in ms to 3 significant digits, from ``--json``)."""
+    argv = ("search", "llama-3.1-8b", "--batches", "1,8", "--ctxs", "1024", "--quiet")
+    doc = json.loads(run_cli(*argv, "--json"))
+    _out, page = page_of(tmp_path, *argv)
+    data, _layout = next((d, lay) for d, lay in figures(page) if "Pareto" in str(lay.get("title")))
+    hovers = [s for tr in data if tr["name"].startswith("ctx") for s in tr["text"]]
+    assert len(hovers) == len(doc["frontier"])
+    for p in doc["frontier"]:
+        assert any(
+            f"TPOT (ms): {1e3 * p['tpot_s']:.3g}<br>" in h and f"batch: {p['batch']}<br>" in h for h in hovers
+        )
+    assert not any("tpot_s" in h for h in hovers)
+
+
+def test_the_compare_pages_slo_lines_are_the_users(tmp_path):
+    """``simulate --compare``: the SLO lines were named after one column ("predicted (vllm
+    kernels) SLO 0.5 s"), as if the objective were that answer's; they are the SLOs given."""
+    pytest.importorskip("aiconfigurator_core", reason="the measured extra is not installed")
+    argv = ("simulate", "llama-3.1-8b", "--device", "h100", "--requests", "50", "--rate", "5")
+    argv += ("--predict", "vllm", "--compare", "--slo-ttft", "0.5", "--slo-tpot", "0.02", "--quiet")
+    _out, page = page_of(tmp_path, *argv)
+    names = {tr.get("name") for data, _ in figures(page) for tr in data if "SLO" in str(tr.get("name"))}
+    assert names == {"TTFT SLO 0.5 s", "TPOT SLO 0.02 s"}

@@ -211,7 +211,7 @@ def comparison_section(comp: Any, slo_ttft: float | None = None, slo_tpot: float
     cdfs = tuple(
         cdf_figure(
             {c.name: c.per_request[key] for c in comp.columns if key in c.per_request},
-            {c.name: slo for c in comp.columns[-1:]} if slo is not None else None,
+            {key: slo},  # the user's SLO, not any one column's
             title=f"{what}: every answer",
         )
         for key, what, slo in (
@@ -311,7 +311,7 @@ def simulation_page(
         ceiling = getattr(result, "ceiling_rate", None)
         if result.rate is not None:
             headline["max rate"] = (
-                f"{result.rate:.3f} requests/s = {result.rate_per_device:.3f} requests/s per device"
+                f"{result.rate:.4g} requests/s = {result.rate_per_device:.4g} requests/s per device"
             )
         elif getattr(result, "saturated", True):
             headline["max rate"] = "no probed rate meets the SLOs"
@@ -404,6 +404,12 @@ def _point_row(p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _point_hover(p: dict[str, Any]) -> str:
+    """A frontier point's hover: the frontier table's headings and values (TPOT in ms)."""
+    row = _point_row(p)
+    return "<br>".join(plain(f"{_POINT_HEADINGS[k][0]}: {row[k]}") for k in _POINT_KEYS if k in p)
+
+
 def _winners(result: Any) -> dict[Any, dict[str, dict[str, Any]]]:
     """Each context's winners per objective (one frontier per context)."""
     by_ctx = getattr(result, "best_by_ctx", None)
@@ -440,7 +446,7 @@ def search_page(result: Any, *, command: str) -> str:
                 y=[p["tokens_per_s_per_user"] for p in pts],
                 mode="markers",
                 name=f"ctx {ctx}",
-                text=["<br>".join(plain(f"{k}: {p.get(k)}") for k in _POINT_KEYS if k in p) for p in pts],
+                text=[_point_hover(p) for p in pts],
                 hovertemplate="%{text}<extra></extra>",
             )
         )

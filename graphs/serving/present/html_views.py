@@ -37,7 +37,7 @@ from ..analysis.classify import node_rows
 from ..pricing.predict import UNMEASURED
 from ..step.compiled import compiled_step
 from ..step.ledger_fit import capacity
-from .phase_summary import OTHER_DRAM_SHOWN, memory_cap
+from .phase_summary import OTHER_DRAM_SHOWN, energy_words, memory_cap
 
 __all__ = [
     "run_header",
@@ -125,7 +125,8 @@ def _roofline_section(rows: Sequence[Any], hw: Any, details: Mapping[str, str], 
             "x": r.repeat,
             "FLOPs": fmt_si(r.flops, "FLOP"),
             "bytes": fmt_si(r.bytes, "B"),
-            "I (FLOP/B)": round(r.intensity, 3) if math.isfinite(r.intensity) else "inf",
+            # no bytes: infinite intensity, or none at all (0/0) for a node that also has no FLOPs
+            "I (FLOP/B)": round(r.intensity, 3) if math.isfinite(r.intensity) else "inf" if r.flops else "-",
             "bound": r.kind,
             "T x repeat": fmt_time(r.total_time_s),
             "share %": round(100 * r.share, 2),
@@ -320,10 +321,8 @@ def phase_page(
         }
         if getattr(report, "chunk", None):
             headline["chunks"] = f"{report.chunks} of {report.chunk} tokens (the nodes show the whole prompt)"
-    if report.energy_per_token_j is not None:
-        headline["energy"] = (
-            f"{report.energy_per_token_j:.4f} J/token (TDP x {report.devices} device(s) x time)"
-        )
+    if (energy := energy_words(report)) is not None and (decode or report.energy_per_token_j):
+        headline["energy"] = energy  # as the text says it
     if prediction is not None:
         best = _headline_s(prediction)
         headline["calibrated prediction"] = (

@@ -36,6 +36,7 @@ __all__ = [
     "OTHER_DRAM_SHOWN",
     "IGNORED_CAPACITY",
     "memory_cap",
+    "energy_words",
 ]
 
 #: what ``--ignore-capacity`` adds to the verdict of a point that does not fit (the text's first
@@ -88,6 +89,30 @@ def _with_plan_note(doc: dict[str, Any], plan: str | None) -> dict[str, Any]:
 def _devices(rep: DecodeReport | PrefillReport) -> str:
     """The devices a step's energy counts: ``2 device(s)``, ``4 device(s) (tp 2 x ep 2)``."""
     return f"{rep.devices} device(s)" + (f" (tp {rep.tp} x ep {rep.ep})" if rep.ep > 1 else "")
+
+
+def energy_words(rep: DecodeReport | PrefillReport) -> str | None:
+    """A step's energy per token as its text says it (None: no TDP): decode ``29.3389 J/token
+    (TDP x 1 device(s) x TPOT / batch: an estimate at full power)``, prefill ``11.695 mJ/token
+    (TDP x 1 device(s) x time)``.
+
+    Parameters
+    ----------
+    rep : DecodeReport or PrefillReport
+        The step.
+
+    Returns
+    -------
+    str or None
+    """
+    e = rep.energy_per_token_j
+    if e is None:
+        return None
+    if rep.phase == "decode":
+        return (
+            f"{fmt_num(e, '.4f')} J/token (TDP x {_devices(rep)} x TPOT / batch: an estimate at full power)"
+        )
+    return f"{fmt_num(e * 1e3)} mJ/token (TDP x {_devices(rep)} x time)"
 
 
 #: the DRAM traffic beside the weight and KV reads that a decode line prints, as a share of the
@@ -339,12 +364,8 @@ class DecodeSummary(_PhasePage):
                 )
             )
         # device-hours need no power: a device without a TDP has them, its energy says why not
-        energy = (
-            f"energy {fmt_num(rep.energy_per_token_j, '.4f')} J/token (TDP x {_devices(rep)} x TPOT / batch: "
-            "an estimate at full power)"
-            if rep.energy_per_token_j is not None
-            else "energy: no TDP for this device"
-        )
+        words = energy_words(rep)
+        energy = f"energy {words}" if words is not None else "energy: no TDP for this device"
         hours = rep.device_hours_per_million_tokens
         out.append(
             f"  {energy}"
@@ -431,11 +452,7 @@ class PrefillSummary(_PhasePage):
         out.append(f"  attention share of FLOPs: {100 * rep.attention_flop_share:.1f}%")
         out.append(
             f"  throughput {rep.tokens_per_s:,.0f} tokens/s"
-            + (
-                f", {fmt_num(rep.energy_per_token_j * 1e3)} mJ/token (TDP x {_devices(rep)} x time)"
-                if rep.energy_per_token_j
-                else ""
-            )
+            + (f", {energy_words(rep)}" if rep.energy_per_token_j else "")
         )
         return "\n".join(out)
 
