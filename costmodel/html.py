@@ -185,6 +185,7 @@ h1{font-size:1.5em;margin-bottom:.3em} h2{font-size:1.2em;margin-top:1.6em;borde
 table{border-collapse:collapse;font-size:.85em;margin:.4em 0} th,td{border:1px solid #ddd;padding:2px 6px;
 text-align:left;vertical-align:top} th{background:#f4f4f4} code{font-size:.95em}
 .cm-headline{font-size:1.05em} .cm-headline td{font-weight:600} .cm-note{color:#555;font-size:.85em}
+table.cm-rows{display:block;max-width:100%;overflow-x:auto} pre{white-space:pre-wrap;overflow-wrap:anywhere}
 """
 
 

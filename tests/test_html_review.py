@@ -8,6 +8,8 @@ import io
 import itertools
 import json
 import re
+import shutil
+import subprocess
 import sys
 
 import pytest
@@ -524,3 +526,54 @@ def test_the_compare_pages_slo_lines_are_the_users(tmp_path):
     _out, page = page_of(tmp_path, *argv)
     names = {tr.get("name") for data, _ in figures(page) for tr in data if "SLO" in str(tr.get("name"))}
     assert names == {"TTFT SLO 0.5 s", "TPOT SLO 0.02 s"}
+
+
+def test_wide_tables_scroll_and_long_lines_wrap_inside_the_page():
+    """The serve plans table (24 columns), the size candidates and the ``<pre>`` report lines ran
+    past the 1150 px body (a horizontal scroll of the whole page at 1400 px). A wide table now
+    scrolls in its own box and a report line wraps."""
+    from costmodel.html import Section, page_html, rows_table
+
+    row = {f"column_{i}": "x" * 20 for i in range(24)}
+    page = page_html("t", {}, {}, [Section("s", (rows_table([row]), "<pre>" + "word " * 400 + "</pre>"))])
+    css = re.search(r"<style>(.*?)</style>", page, re.S).group(1)
+    assert re.search(r"table\.cm-rows\{[^}]*overflow-x:auto", css)
+    assert re.search(r"pre\{[^}]*white-space:pre-wrap", css)
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_a_wide_page_is_no_wider_than_the_window(tmp_path):
+    """The same, measured: the size page (its candidates' table, 14 columns, and its report's
+    long lines) laid out by chromium in a 1400 px window is at most 1400 px wide."""
+    argv = (
+        "size",
+        "llama-3.1-8b",
+        "--rate",
+        "2",
+        "--slo-ttft",
+        "1",
+        "--slo-tpot",
+        "0.05",
+        "--device",
+        "h100",
+    )
+    _out, page = page_of(tmp_path, *argv, "--requests", "50", "--quiet")
+    probe = "<script>document.body.setAttribute('data-w', document.documentElement.scrollWidth)</script>"
+    path = tmp_path / "w.html"
+    path.write_text(page.replace("</body>", probe + "</body>"))
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    cmd += [
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1400,2400",
+        "--virtual-time-budget=10000",
+    ]
+    dom = subprocess.run(
+        [*cmd, "--dump-dom", path.resolve().as_uri()], capture_output=True, text=True, timeout=180
+    )
+    width = re.search(r'data-w="(\d+)"', dom.stdout)
+    assert width, dom.stderr[-2000:]
+    assert int(width.group(1)) <= 1400
