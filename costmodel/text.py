@@ -24,6 +24,7 @@ __all__ = [
     "fmt_num",
     "FIXED_LIMIT",
     "format_table",
+    "table_cells",
     "escape_controls",
     "has_controls",
     "EscapedStream",
@@ -135,22 +136,34 @@ def fmt_time(t: float) -> str:
     return f"{t * 1e6:.2f} us"
 
 
+def _cell(value: Any, fmt: str) -> str:
+    """One cell of a text table: ``fmt`` is ``s`` (as is), ``si``, ``time``, a format spec, or a
+    spec ending in ``x`` (a ratio)."""
+    if fmt == "s":
+        return str(value)
+    if fmt == "si":
+        return fmt_si(float(value))
+    if fmt == "time":
+        return fmt_time(float(value))
+    if fmt.endswith("x"):
+        return fmt_num(float(value), fmt[:-1]) + "x"
+    return fmt_num(float(value), fmt)
+
+
+def table_cells(rows: Sequence[Any], columns: Sequence[tuple[str, str, str]]) -> list[dict[str, str]]:
+    """The cells of :func:`format_table`'s table, each row as ``{heading: cell}`` (a page's table of
+    the same rows shows the same headings, units and digits as the text).
+
+    >>> table_cells([{"t": 0.00097238, "b": 3.85876e8}], [("b", "bytes", "si"), ("t", "time (s)", ".3e")])
+    [{'bytes': '385.88 M', 'time (s)': '9.724e-04'}]
+    """
+    data = [plain(r) for r in rows]  # reports (dataclasses) or plain dicts
+    return [{h: _cell(r[k], f) for k, h, f in columns} for r in data]
+
+
 def format_table(rows: Sequence[Any], columns: Sequence[tuple[str, str, str]]) -> str:
     """Render rows as an aligned text table."""
-
-    def cell(value: Any, fmt: str) -> str:
-        if fmt == "s":
-            return str(value)
-        if fmt == "si":
-            return fmt_si(float(value))
-        if fmt == "time":
-            return fmt_time(float(value))
-        if fmt.endswith("x"):
-            return fmt_num(float(value), fmt[:-1]) + "x"
-        return fmt_num(float(value), fmt)
-
-    data = [plain(r) for r in rows]  # reports (dataclasses) or plain dicts
-    table = [[h for _, h, _ in columns]] + [[cell(r[k], f) for k, _, f in columns] for r in data]
+    table = [[h for _, h, _ in columns]] + [list(c.values()) for c in table_cells(rows, columns)]
     widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
     lines = []
     for j, row in enumerate(table):

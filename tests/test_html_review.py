@@ -577,3 +577,66 @@ def test_a_wide_page_is_no_wider_than_the_window(tmp_path):
     width = re.search(r'data-w="(\d+)"', dom.stdout)
     assert width, dom.stderr[-2000:]
     assert int(width.group(1)) <= 1400
+
+
+def _page_tables(page: str) -> list[list[list[str]]]:
+    """Each rows table of a page: its rows (the heading first) as lists of unescaped cells."""
+    return [
+        [
+            [html.unescape(c) for c in re.findall(r"<t[hd]>(.*?)</t[hd]>", tr)]
+            for tr in re.findall(r"<tr>(.*?)</tr>", t)
+        ]
+        for t in re.findall(r'<table class="cm-rows">(.*?)</table>', page)
+    ]
+
+
+def test_the_fusion_plan_table_is_the_texts(tmp_path):
+    """``fusion plan``'s page table had headings ``t | saved | tsaved`` and raw floats
+    (``3.85876e+08``, ``0.00097238``) where the text prints "bytes, time (s), bytes saved, time
+    saved (s)" with its digits; each page row is now the text's row, cell for cell."""
+    out, page = page_of(tmp_path, "fusion", "plan", "llama-3.1-8b", "--method", "heuristic")
+    lines = out.split("fused kernels, most time saved first:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    heading, rows = lines[0].split(), [line for line in lines[2:] if line.strip()]
+    (table,) = [t for t in _page_tables(page) if t[0][0] == "kernel"]
+    assert " ".join(table[0]).split() == heading
+    assert len(table) - 1 == len(rows) > 0
+    for cells, line in zip(table[1:], rows, strict=True):
+        assert " ".join(cells).split() == line.split()
+
+
+def test_the_probe_tables_are_the_texts():
+    """``probe``'s page listed ``best_s 0.00172293`` and ``spread 0.190608`` (a fraction) where
+    the text prints "best ms 1.723" and "spread % 19.1". By hand, the synthetic run below: bw:add
+    best 2 ms (2.000), spread 0.01 (1.0 %), 24e6 B / 2e-3 s = 12.0 GB/s; mm best 10 ms."""
+    from costmodel.measure.calibrate import Calibration
+    from costmodel.measure.probe import Measurement, ProbeResult
+    from costmodel.measure.probe_report import ProbeReport, ProbeRequest
+
+    res = ProbeResult(
+        [
+            Measurement("bw:add", 2e-3, 0.01, bytes=24e6),
+            Measurement("mm:numpy:fp32", 10e-3, 0.02, flops=2 * 1024**3),
+        ],
+        {"cpu": "synthetic"},
+    )
+    report = ProbeReport(ProbeRequest(name="box"), res, (), Calibration(0.8, 0.5, 10.0))
+    (measured,) = [t for t in _page_tables(report.to_html("probe")) if t[0][0] == "measurement"]
+    assert measured[0] == ["measurement", "best ms", "spread %", "GB/s", "GFLOP/s"]
+    assert measured[1][:4] == ["bw:add", "2.000", "1.0", "12.0"]
+    assert measured[2][:3] == ["mm:numpy:fp32", "10.000", "2.0"]
+    text = report.to_text()
+    for row in measured[1:]:
+        assert re.search(r"\s+".join(map(re.escape, row)), text)
+
+
+def test_the_fusion_audit_groups_table_says_its_units(tmp_path):
+    """The fusion audit's "fused groups" table showed raw keys and floats (``flops 9.62366e+11``,
+    ``time_before_s 0.00107755``); it now has headings with units and the headline's us. By hand,
+    the gated MLP group at decode batch 1 on an H100 reads gate and up (2 x 4096 x 14336 x 2 B =
+    234.88 MB) plus its input, ~70 us at 3.35 TB/s."""
+    _out, page = page_of(tmp_path, "fusion", "audit", "llama-3.1-8b")
+    (table,) = [t for t in _page_tables(page) if t[0][:2] == ["group", "members"]]
+    assert table[0][-2:] == ["as separate kernels (us)", "fused (us)"]
+    mlp = next(r for r in table[1:] if r[0] == "gate_proj+up_proj+act")
+    assert mlp[1] == "gate_proj + up_proj + act" and mlp[4].startswith("235.") and mlp[4].endswith(" M")
+    assert 69 < float(mlp[-1]) < 72

@@ -25,6 +25,9 @@ from .calibrate import Calibration, calibrate
 from .microbench import BenchRow, run_benchmarks
 from .probe import ProbeResult, Progress, probe
 
+#: a text table's columns: (row key, heading, format) (:func:`costmodel.text.format_table`)
+Columns = tuple[tuple[str, str, str], ...]
+
 __all__ = ["ProbeRequest", "ProbeReport", "run_probe", "REPEATS_RANGE", "SPEC_SUFFIXES"]
 
 #: timed runs per measurement: (fewest, most)
@@ -135,7 +138,23 @@ class ProbeReport:
         -------
         str
         """
-        res, cal, out = self.result, self.calibration, self.request.out
+        cal, out = self.calibration, self.request.out
+        (mrows, measured), (table, benched) = self._tables()
+        lines = [
+            f"probe of {self.result.env.get('cpu')} written to {out} (use --hw-file {out})",
+            format_table(mrows, measured),
+            "\nmicrobenchmarks against their bound on the probed spec:",
+            format_table(table, benched),
+            f"\ncalibration: memory efficiency {cal.memory_efficiency:.2f}, GEMM e(I) = {cal.gemm_e_max:.2f} "
+            f"I/(I + {cal.gemm_i_half:.1f})",
+        ]
+        lines += [f"  {r.name:34s} residual {100 * r.residual:+.0f}%" for r in cal.residuals]
+        return "\n".join(lines)
+
+    def _tables(self) -> tuple[tuple[list[dict[str, Any]], Columns], tuple[list[dict[str, Any]], Columns]]:
+        """The measurements' and the microbenchmarks' rows and columns, as the text prints them
+        (the page's tables are the same cells: :func:`costmodel.text.table_cells`)."""
+        res = self.result
         mrows = [
             {
                 "name": m.name,
@@ -165,16 +184,7 @@ class ProbeReport:
             ("pct", "achieved %", ".0f"),
             ("flag", "flags", "s"),
         )
-        lines = [
-            f"probe of {res.env.get('cpu')} written to {out} (use --hw-file {out})",
-            format_table(mrows, measured),
-            "\nmicrobenchmarks against their bound on the probed spec:",
-            format_table(table, benched),
-            f"\ncalibration: memory efficiency {cal.memory_efficiency:.2f}, GEMM e(I) = {cal.gemm_e_max:.2f} "
-            f"I/(I + {cal.gemm_i_half:.1f})",
-        ]
-        lines += [f"  {r.name:34s} residual {100 * r.residual:+.0f}%" for r in cal.residuals]
-        return "\n".join(lines)
+        return (mrows, measured), (table, benched)
 
     def to_html(self, command: str = "") -> str:
         """A page: each microbenchmark's achieved share of its bound, the measurements and the
@@ -192,6 +202,7 @@ class ProbeReport:
         """
         from ..html import Section, page_html, rows_table
         from ..html_figures import hbar_figure
+        from ..text import table_cells
 
         cal = self.calibration
         figure = hbar_figure(
@@ -201,8 +212,9 @@ class ProbeReport:
             title="microbenchmarks: measured against their bound on the probed spec",
             x_title="achieved (% of the bound)",
         )
-        measured = rows_table([m.__dict__ for m in self.result.measurements])
-        benched = rows_table([r.to_dict() for r in self.rows])
+        (mrows, mcols), (brows, bcols) = self._tables()
+        measured = rows_table(table_cells(mrows, mcols))  # as the text prints them: ms, %
+        benched = rows_table(table_cells(brows, bcols))
         fit = f"memory efficiency {cal.memory_efficiency:.2f}, GEMM e_max {cal.gemm_e_max:.2f}, I_half {cal.gemm_i_half:.1f}"
         return page_html(
             f"probe of {self.result.env.get('cpu')}",

@@ -25,6 +25,7 @@ from costmodel.fusion_audit import AuditReport, Suggestion, audit, suggest_fusio
 from costmodel.fusion_plan import PlanResult, plan_fusions
 from costmodel.hardware import Hardware, get_device
 from costmodel.report import fmt_si, format_table
+from costmodel.text import table_cells
 from models.config import ModelConfig
 
 from ..analysis.fusion_request import AuditRequest, PlanRequest
@@ -35,6 +36,17 @@ __all__ = ["FusionAuditReport", "FusionPlanReport", "run_audit", "run_plan"]
 def _short(node: str) -> str:
     """A node's name without its layer path: ``layers.q_proj`` -> ``q_proj``."""
     return node.split(".")[-1]
+
+
+#: the fused kernels' table (``fusion plan``'s text and page): (row key, heading, format)
+_FUSED_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("members", "kernel", "s"),
+    ("level", "tiles in", "s"),
+    ("bytes", "bytes", "si"),
+    ("t", "time (s)", ".3e"),
+    ("saved", "bytes saved", "si"),
+    ("tsaved", "time saved (s)", ".3e"),
+)
 
 
 @dataclass(frozen=True)
@@ -261,15 +273,7 @@ class FusionPlanReport:
             if res.method == "exact"
             else f"heuristic (DP over a topological order + greedy merges, {res.solve_s:.2f} s)"
         )
-        rows = self._fused()
-        columns: Sequence[tuple[str, str, str]] = (
-            ("members", "kernel", "s"),
-            ("level", "tiles in", "s"),
-            ("bytes", "bytes", "si"),
-            ("t", "time (s)", ".3e"),
-            ("saved", "bytes saved", "si"),
-            ("tsaved", "time saved (s)", ".3e"),
-        )
+        rows, columns = self._fused(), _FUSED_COLUMNS
         out = [
             f"fusion plan: {self.name} {req.phase} {req.scope} on {hw.name}, {req.where}",
             f"backend {res.backend!r}, objective {res.objective}: {cert}",
@@ -321,7 +325,7 @@ class FusionPlanReport:
                 "planner": f"{fmt_si(res.bytes, 'B')}, {res.time_s * 1e6:.2f} us, {res.kernels:.0f} kernels"
             },
             figures=[figure],
-            tables=[("fused kernels", rows)],
+            tables=[("fused kernels", table_cells(rows, _FUSED_COLUMNS))],  # as the text prints them
         )
 
 

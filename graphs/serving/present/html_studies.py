@@ -22,7 +22,7 @@ from typing import Any
 
 from costmodel.html import Section, page_html, plain, require_plotly, rows_table
 from costmodel.html_figures import cdf_figure, fusion_graph_figure, hbar_figure, styled
-from costmodel.text import fmt_si, fmt_time
+from costmodel.text import fmt_si, fmt_time, table_cells
 
 from .comparison import METRICS
 from .html_views import run_header
@@ -524,6 +524,33 @@ def search_page(result: Any, *, command: str) -> str:
     return page_html(f"{result.model}: design-space search", run_header(command), headline, sections)
 
 
+#: the fused groups' table of a fusion audit page: (row key, heading, format), with units
+_GROUP_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("group", "group", "s"),
+    ("members", "members", "s"),
+    ("repeat", "x", ".0f"),
+    ("flops", "FLOPs", "si"),
+    ("bytes_before", "bytes as separate kernels", "si"),
+    ("bytes_after", "bytes fused", "si"),
+    ("kind", "bound fused", "s"),
+    ("before_us", "as separate kernels (us)", ".3f"),
+    ("after_us", "fused (us)", ".3f"),
+)
+
+
+def _group_rows(groups: Sequence[Any]) -> list[dict[str, Any]]:
+    """The fused groups' rows for :data:`_GROUP_COLUMNS`: members by their short names, times in us."""
+    return [
+        {
+            **g.to_dict(),
+            "members": " + ".join(m.split(".")[-1] for m in g.members),
+            "before_us": g.time_before_s * 1e6,
+            "after_us": g.time_after_s * 1e6,
+        }
+        for g in groups
+    ]
+
+
 def fusion_page(
     report: Any,
     suggestions: Sequence[Any],
@@ -614,7 +641,7 @@ def fusion_page(
         title = "the graph: nodes coloured by fused group, kernel boundaries in red (thicker: more DRAM time)"
         sections.append(Section("graph", (fusion_graph_figure(graph, plan, report.boundaries, title=title),)))
     sections += [
-        Section("fused groups", (gfig, rows_table([g.to_dict() for g in groups]))),
+        Section("fused groups", (gfig, rows_table(table_cells(_group_rows(groups), _GROUP_COLUMNS)))),
         Section("suggested fusions", (rows_table(srows),)),
     ]
     if report.issues:
