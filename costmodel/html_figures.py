@@ -102,10 +102,11 @@ def roofline_figure(
     ridges = [as_float(roof.peak_flops_per_s) / bw for roof in hw.roofs]
     lo = min([*xs, *ridges, 1.0]) / 4
     hi = max([*xs, *ridges, 1.0]) * 4
-    grid = [lo * (hi / lo) ** (i / 120) for i in range(121)]
     for roof in hw.roofs:
         peak = as_float(roof.peak_flops_per_s)
         ridge = peak / bw
+        # min(peak, beta I) is two straight pieces on log-log axes: its ends and its ridge draw it
+        grid = [lo, ridge, hi]
         visible = True if roof.precision in show_precisions else "legendonly"
         label = f"roof {roof.unit} {roof.precision}: {fmt_si(peak, 'FLOP/s')}, ridge {ridge:.0f} FLOP/B"
         fig.add_trace(

@@ -640,3 +640,31 @@ def test_the_fusion_audit_groups_table_says_its_units(tmp_path):
     mlp = next(r for r in table[1:] if r[0] == "gate_proj+up_proj+act")
     assert mlp[1] == "gate_proj + up_proj + act" and mlp[4].startswith("235.") and mlp[4].endswith(" M")
     assert 69 < float(mlp[-1]) < 72
+
+
+def test_each_roof_is_drawn_from_its_corners(tmp_path):
+    """Each of the H100's roofs carried the same 121-point grid (22.7 KB of repeated arrays):
+    ``min(P, beta I)`` is two straight pieces on log-log axes, so its two ends and its ridge draw
+    it. By hand for the bf16 tensor roof: P = 989.4 TFLOP/s, beta = 3.35 TB/s, ridge I* = P /
+    beta = 295.3 FLOP/B, where the roof reaches P."""
+    _out, page = page_of(tmp_path, "decode", "llama-3.1-8b", "--device", "h100")
+    data, _layout = next((d, lay) for d, lay in figures(page) if "roofline" in str(lay.get("title")))
+    roofs = [tr for tr in data if tr.get("name", "").startswith("roof ")]
+    assert len(roofs) > 3 and all(len(values(tr["x"])) == 3 for tr in roofs)
+    (bf16,) = [tr for tr in roofs if tr["name"].startswith("roof tensor bf16")]
+    x, y = values(bf16["x"]), values(bf16["y"])
+    assert x[1] == pytest.approx(989.4e12 / 3.35e12, rel=1e-3) and y[1] == pytest.approx(989.4e12, rel=1e-3)
+    assert y[0] == pytest.approx(3.35e12 * x[0], rel=1e-3) and y[2] == y[1]
+
+
+def test_the_compare_page_draws_each_latency_cdf_once(tmp_path):
+    """``simulate --compare``: the side-by-side section draws every answer's TTFT and TPOT CDFs
+    (the simulated one among them), and the latency section drew that answer's again."""
+    pytest.importorskip("aiconfigurator_core", reason="the measured extra is not installed")
+    argv = ("simulate", "llama-3.1-8b", "--device", "h100", "--requests", "50", "--rate", "5")
+    argv += ("--predict", "vllm", "--compare", "--slo-ttft", "0.5", "--slo-tpot", "0.02", "--quiet")
+    _out, page = page_of(tmp_path, *argv)
+    titles = [str(lay.get("title", {}).get("text")) for _d, lay in figures(page)]
+    assert sum("time to first token" in t for t in titles) == 1
+    assert sum("time per output token" in t for t in titles) == 1
+    assert "end-to-end latency" in titles

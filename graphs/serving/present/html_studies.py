@@ -88,7 +88,9 @@ def _replica_names(topo: Any, tl: Mapping[str, Any]) -> dict[int, str]:
     return {i: f", replica {i}" for i in ids}
 
 
-def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | None) -> list[Section]:
+def _simulation_sections(
+    res: Any, slo_ttft: float | None, slo_tpot: float | None, *, compared: bool = False
+) -> list[Section]:
     go = require_plotly()
     # plotly (the optional [html] extra) loads only when a page is drawn
     import numpy as np
@@ -96,8 +98,15 @@ def _simulation_sections(res: Any, slo_ttft: float | None, slo_tpot: float | Non
 
     pr = res.per_request
     cdfs = (
-        cdf_figure({"TTFT": pr["ttft_s"]}, {"TTFT": slo_ttft}, title="time to first token"),
-        cdf_figure({"TPOT": pr["tpot_s"]}, {"TPOT": slo_tpot}, title="time per output token"),
+        # with --compare its side-by-side section has drawn these two, every answer's (this one too)
+        *(
+            ()
+            if compared
+            else (
+                cdf_figure({"TTFT": pr["ttft_s"]}, {"TTFT": slo_ttft}, title="time to first token"),
+                cdf_figure({"TPOT": pr["tpot_s"]}, {"TPOT": slo_tpot}, title="time per output token"),
+            )
+        ),
         cdf_figure({"end to end": pr["e2e_s"]}, title="end-to-end latency"),
     )
     summary = rows_table(
@@ -352,7 +361,7 @@ def simulation_page(
             headline["cost"] = cost.line().removeprefix("cost ")
         if comparison is not None:
             sections.append(comparison_section(comparison, slo_ttft, slo_tpot))
-        sections.extend(_simulation_sections(sim, slo_ttft, slo_tpot))
+        sections.extend(_simulation_sections(sim, slo_ttft, slo_tpot, compared=comparison is not None))
         topo = {k: v for k, v in sim.topology.to_dict().items() if v not in (None, 0, False)}
         sections.append(Section("the deployment", (rows_table([topo]),)))
     device = sim.device if sim is not None else "-"
