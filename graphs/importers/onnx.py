@@ -348,7 +348,12 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
                 if node.op_type == "MatMul" and len(known) == 2:  # [..., m, k] x [..., k, n] -> [..., m, n]
                     a, b = known
                     dims_, dt = partial[o]
-                    dims_[-2:] = [a.shape[-2] if len(a.shape) > 1 else sympy.Integer(1), b.shape[-1]]
+                    # numpy's matmul: a 1-D operand is a vector whose dimension the result drops
+                    tail = ([a.shape[-2]] if len(a.shape) > 1 else []) + (
+                        [b.shape[-1]] if len(b.shape) > 1 else []
+                    )
+                    if tail and len(dims_) >= len(tail):
+                        dims_[len(dims_) - len(tail) :] = tail
                     known = [
                         Tensor("a", a.shape[:-2] or (1,), a.dtype),
                         Tensor("b", b.shape[:-2] or (1,), b.dtype),

@@ -171,10 +171,14 @@ def pow_(v: OpView) -> Mapped:
 # ------------------------------------------------------------------ matmuls
 def _matmul(v: OpView, refs: list[tuple[str, Tensor]], *, trans_b: bool, bias: bool) -> Mapped:
     """``[..., M, K] x [K, N]`` (``[N, K]`` when ``trans_b``) -> ``gemm``; a batched right operand
-    -> ``batched_gemm`` over the output's leading dims."""
+    -> ``batched_gemm`` over the output's leading dims. A 1-D operand is a vector, as numpy's and
+    torch's ``matmul`` read it: a 1-D right operand has ``N = 1``, a 1-D left one ``M = 1``."""
     a, b = refs[0][1], refs[1][1]
     k = a.shape[-1]
-    n = b.shape[-2] if trans_b else b.shape[-1]
+    if len(b.shape) == 1:  # matrix x vector: [..., M, K] x [K] -> [..., M]
+        n: sympy.Expr = sympy.Integer(1)
+    else:
+        n = b.shape[-2] if trans_b else b.shape[-1]
     dtypes = {"dtype": a.dtype.name, "w_dtype": b.dtype.name, "out_dtype": v.out.dtype.name}
     if len(b.shape) <= 2:  # one GEMM with the batch folded into M
         return Mapped(

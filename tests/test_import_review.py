@@ -1,0 +1,78 @@
+"""Importer defects a review found, each pinned to a hand count or to another frontend.
+
+Every expected number comes from the op's definition (``2*M*N*K`` for a matmul), from another
+frontend the docs say agrees (JAX, ``build_model``), or from the input itself.
+"""
+
+import pytest
+
+from costmodel.keys import COST, OP, PARAMS
+
+
+def _gemms(g):
+    return [d for _, d in g.nodes(data=True) if d.get(OP) in ("gemm", "batched_gemm")]
+
+
+# ------------------------------------------------------------------ 1-D matmul operands
+# (left shape, right shape, M, N, K): numpy's matmul reads a 1-D operand as a vector
+MATVEC = [
+    ((8, 64), (64,), 8, 1, 64),  # matrix x vector
+    ((4, 8, 64), (64,), 32, 1, 64),  # batched matrix x vector
+    ((64,), (64,), 1, 1, 64),  # dot product
+    ((64,), (64, 16), 1, 16, 64),  # vector x matrix
+]
+
+
+@pytest.mark.parametrize(("a", "b", "m", "n", "k"), MATVEC)
+def test_torch_matmul_with_a_vector_operand(a, b, m, n, k):
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    from graphs.importers import from_exported_program
+
+    class MM(torch.nn.Module):
+        def forward(self, x, y):
+            return x @ y
+
+    ep = torch.export.export(MM(), (torch.randn(*a), torch.randn(*b)))
+    (node,) = _gemms(from_exported_program(ep))
+    assert (node[PARAMS]["M"], node[PARAMS]["N"], node[PARAMS]["K"]) == (m, n, k)
+    assert node[COST].flops == 2 * m * n * k
+    assert node[COST].bytes == 4 * (m * k + k * n + m * n)  # fp32 A, B and C, each once
+
+
+@pytest.mark.parametrize(("a", "b", "m", "n", "k"), MATVEC)
+def test_onnx_matmul_with_a_vector_operand(a, b, m, n, k):
+    pytest.importorskip("onnx", reason="onnx extra not installed")
+    from onnx import TensorProto, helper
+
+    from graphs.importers import from_onnx
+
+    out = [*a[:-1], *b[:-2], b[-1]] if len(b) > 1 else list(a[:-1])
+    vi = helper.make_tensor_value_info
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("MatMul", ["A", "B"], ["Y"])],
+            "g",
+            [vi("A", TensorProto.FLOAT, list(a)), vi("B", TensorProto.FLOAT, list(b))],
+            [vi("Y", TensorProto.FLOAT, out or None)],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    (node,) = _gemms(from_onnx(model))
+    assert node[COST].flops == 2 * m * n * k
+    assert node[COST].bytes == 4 * (m * k + k * n + m * n)
+
+
+def test_matrix_vector_agrees_with_jax():
+    pytest.importorskip("jax", reason="jax extra not installed")
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    import jax.numpy as jnp
+
+    from graphs.importers import from_exported_program, from_jax
+
+    class MM(torch.nn.Module):
+        def forward(self, x, y):
+            return x @ y
+
+    gt = from_exported_program(torch.export.export(MM(), (torch.randn(4, 8, 64), torch.randn(64))))
+    gj = from_jax(lambda x, y: x @ y, jnp.ones((4, 8, 64)), jnp.ones(64))
+    assert [d[COST].flops for d in _gemms(gt)] == [d[COST].flops for d in _gemms(gj)] == [2 * 32 * 64]
