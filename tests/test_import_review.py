@@ -76,3 +76,53 @@ def test_matrix_vector_agrees_with_jax():
     gt = from_exported_program(torch.export.export(MM(), (torch.randn(4, 8, 64), torch.randn(64))))
     gj = from_jax(lambda x, y: x @ y, jnp.ones((4, 8, 64)), jnp.ones(64))
     assert [d[COST].flops for d in _gemms(gt)] == [d[COST].flops for d in _gemms(gj)] == [2 * 32 * 64]
+
+
+# ------------------------------------------------------------------ SDPA's is_causal per overload
+N_Q, HEADS, D_HEAD = 64, 4, 16
+# causal self-attention scores N(N+1)/2 pairs per head; QK^T and PV cost 2*d each per pair
+CAUSAL_TENSOR_FLOPS = 2 * HEADS * (D_HEAD + D_HEAD) * N_Q * (N_Q + 1) // 2
+
+
+def _sdpa_overloads(torch):
+    aten = torch.ops.aten
+    # each overload with is_causal=True passed positionally, at the overload's own place
+    return [
+        (aten.scaled_dot_product_attention.default, (None, 0.0, True)),
+        (aten._scaled_dot_product_flash_attention_for_cpu.default, (0.0, True)),
+        (aten._scaled_dot_product_efficient_attention.default, (None, False, 0.0, True)),
+        (aten._scaled_dot_product_cudnn_attention.default, (None, False, 0.0, True)),
+    ]
+
+
+@pytest.mark.parametrize("which", range(4))
+def test_sdpa_overloads_read_is_causal_at_their_own_position(which):
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    from graphs.importers import from_graph_module
+
+    op, extra = _sdpa_overloads(torch)[which]
+    fx = torch.fx.Graph()
+    q, k, v = (fx.placeholder(x) for x in "qkv")
+    fx.output(fx.call_function(op, (q, k, v, *extra)))
+    x = torch.randn(1, HEADS, N_Q, D_HEAD)
+    g = from_graph_module(torch.fx.GraphModule(torch.nn.Module(), fx), (x, x, x))
+    (node,) = [d for _, d in g.nodes(data=True) if d.get(OP) == "attention"]
+    assert node[PARAMS]["causal"] is True
+    assert node[COST].flops_on("tensor") == CAUSAL_TENSOR_FLOPS
+
+
+def test_torch_backend_keeps_is_causal_through_aot_autograd():
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    from graphs.importers import torch_backend
+
+    class Causal(torch.nn.Module):
+        def forward(self, q, k, v):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+    x = torch.randn(1, HEADS, N_Q, D_HEAD)
+    backend = torch_backend("h100")
+    torch.compile(Causal(), backend=backend)(x, x, x)
+    (captured,) = backend.report.graphs
+    (node,) = [d for _, d in captured.graph.nodes(data=True) if d.get(OP) == "attention"]
+    assert node[PARAMS]["causal"] is True
+    assert backend.report.matmul_flops() == CAUSAL_TENSOR_FLOPS

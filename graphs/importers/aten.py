@@ -90,10 +90,29 @@ def _module_params(imp: Any, gm: Any, n: Any, mod: Any) -> list[tuple[str, Tenso
     return refs
 
 
+def _schema_index(target: Any, name: str | None) -> int | None:
+    """The position of argument ``name`` in an ATen op's schema (None: no schema to ask; -1: the
+    argument is keyword-only or absent). Overloads place an argument differently: ``is_causal`` is argument 5 of
+    ``scaled_dot_product_attention``, 4 of ``_scaled_dot_product_flash_attention_for_cpu``, 6 of
+    ``_scaled_dot_product_efficient_attention``."""
+    schema = getattr(target, "_schema", None)
+    if name is None or schema is None:
+        return None
+    for i, arg in enumerate(schema.arguments):
+        if arg.name == name:
+            return -1 if arg.kwarg_only else i
+    return -1  # keyword-only, or no such argument: never read a positional stand-in
+
+
 def _scalars(n: Any) -> Any:
-    """``scalar(index, name)`` of an FX node: keyword ``name``, else positional ``index``, when a number."""
+    """``scalar(index, name)`` of an FX node: keyword ``name``, else positional: at ``name``'s
+    place in the op's schema when the op has one (an ATen overload), else at ``index`` (a Python
+    function of a plain ``torch.fx`` trace); a number, else None."""
 
     def get(index: int | None, name: str | None) -> Any:
+        at = _schema_index(n.target, name)
+        if at is not None:
+            index = at if at >= 0 else None
         v = n.kwargs.get(name) if name is not None and name in n.kwargs else None
         if v is None and index is not None and index < len(n.args):
             v = n.args[index]
