@@ -126,3 +126,41 @@ def test_torch_backend_keeps_is_causal_through_aot_autograd():
     (node,) = [d for _, d in captured.graph.nodes(data=True) if d.get(OP) == "attention"]
     assert node[PARAMS]["causal"] is True
     assert backend.report.matmul_flops() == CAUSAL_TENSOR_FLOPS
+
+
+# ------------------------------------------------------------------ ONNX Attention
+def _onnx_attention(inputs, shapes, outputs=("Y",), **attrs):
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    node = helper.make_node("Attention", list(inputs), list(outputs), **attrs)
+    graph_inputs = [vi(n, TensorProto.FLOAT, s) for n, s in shapes.items()]
+    graph_outputs = [vi(o, TensorProto.FLOAT, None) for o in outputs]
+    graph = helper.make_graph([node], "g", graph_inputs, graph_outputs)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+
+
+def test_onnx_attention_past_key_value_are_the_cache():
+    pytest.importorskip("onnx", reason="onnx extra not installed")
+    from graphs.importers import from_onnx
+
+    b, h, hkv, d, past = 2, 4, 2, 16, 4096
+    model = _onnx_attention(
+        ["Q", "K", "V", "", "pk", "pv"],  # no mask; past_key and past_value in their slots
+        {
+            "Q": [b, h, 1, d],
+            "K": [b, hkv, 1, d],
+            "V": [b, hkv, 1, d],
+            "pk": [b, hkv, past, d],
+            "pv": [b, hkv, past, d],
+        },
+        outputs=("Y", "present_k", "present_v"),
+    )
+    g = from_onnx(model)
+    node = g.nodes["Attention_0"]
+    kv = past + 1  # the cache and the new token
+    assert node[PARAMS]["kv_len"] == kv
+    assert node[COST].flops_on("tensor") == 2 * b * h * 1 * kv * (d + d)  # one query, every key
+    # fp32: Q read, K and V over every key once per KV head, O written
+    assert node[COST].bytes == 4 * (b * h * d + b * hkv * kv * 2 * d + b * h * d)
+    assert g.edges["pk", "Attention_0"]["bytes"] == 4 * b * hkv * past * d  # the cache's read is priced

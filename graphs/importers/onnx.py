@@ -8,7 +8,10 @@ onto the rule registry through the op table shared with the torch importer
 
 * ``MatMul`` / ``Gemm`` -> ``gemm`` (batch folded into M when the right
   operand is 2-D) or ``batched_gemm``; ``Attention`` (opset 23) ->
-  ``attention``;
+  ``attention``, its inputs taken by position (Q, K, V, ``attn_mask``, ``past_key``,
+  ``past_value``): the past keys and values are the cache, read in full (``kv_len`` = past +
+  new), the mask moves nothing; the ``present_key`` / ``present_value``
+  outputs are not priced apart (an engine appends the new keys in place);
 * arithmetic, comparisons, activations -> ``elementwise`` with the same
   per-op vector/SFU counts as the ATen names (:data:`graphs.importers.ops.ELEMENTWISE_OPS`);
 * ``Softmax`` -> ``softmax``; ``Reduce*`` -> ``reduction``;
@@ -369,11 +372,12 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
             mapped = lookup("onnx", node.op_type) is not None
             unknown[f"{node.op_type} (no output shape)" if mapped else node.op_type] += 1
             continue
-        ins = [(producer[x], shapes[x]) for x in node.input if x in producer and x in shapes]
+        given = [j for j, x in enumerate(node.input) if x in producer and x in shapes]
+        ins = [(producer[node.input[j]], shapes[node.input[j]]) for j in given]
         missing = [x for x in node.input if x and x not in shapes]
         if missing and node.op_type in ("MatMul", "Gemm", "Attention"):
             raise CostModelError(f"ONNX node {name!r} ({node.op_type}): no shape for input(s) {missing}")
-        _add(g, name, node, ins, outs, inits, unknown, strict, consts)
+        _add(g, name, node, ins, outs, inits, unknown, strict, consts, tuple(given))
     g.graph[G_UNKNOWN_OPS] = dict(unknown)
     return g
 
@@ -431,8 +435,10 @@ def _add(
     unknown: Counter[str],
     strict: bool,
     consts: Mapping[str, float],
+    slots: tuple[int, ...] = (),
 ) -> None:
-    """Cost one ONNX node through the shared op table and write it."""
+    """Cost one ONNX node through the shared op table and write it; ``slots`` are the node's
+    input positions of ``ins`` (an absent optional input, ``""``, has none)."""
 
     def scalars(index: int | None, key: str | None) -> Any:
         if key is not None:
@@ -448,6 +454,7 @@ def _add(
         outs=outs,
         scalars=scalars,
         weights=frozenset(i for i, (src, _) in enumerate(ins) if src in inits),
+        slots=slots,
     )
     mapper = lookup("onnx", node.op_type)
     if mapper is None:

@@ -219,7 +219,6 @@ def gemm(v: OpView) -> Mapped:  # alpha * A' @ B' + beta * C
         "_scaled_dot_product_efficient_attention",
         "_scaled_dot_product_cudnn_attention",
     ),
-    onnx="Attention",
 )
 def attention(v: OpView) -> Mapped:
     q, k, val = v.ins[0][1], v.ins[1][1], v.ins[2][1]
@@ -237,6 +236,30 @@ def attention(v: OpView) -> Mapped:
         "causal": causal,
     }
     return Mapped("attention", params, v.ins, {i: 0 for i in range(3, len(v.ins))}, role=Role.ATTENTION)
+
+
+@register_import(onnx="Attention")
+def onnx_attention(v: OpView) -> Mapped:
+    """ONNX ``Attention`` (opset 23): inputs by position, Q, K, V, ``attn_mask``, ``past_key``,
+    ``past_value``. The past keys and values are the KV cache: ``kv_len`` is past + new and their
+    edges carry their bytes; the mask's edge moves nothing (as SDPA's)."""
+    at = v.by_slot()
+    q, k, val = (v.ins[at[s]][1] for s in (0, 1, 2))
+    past = v.ins[at[4]][1].shape[-2] if 4 in at else sympy.Integer(0)
+    has_mask = 3 in at
+    causal = bool(v.scalar(None, "is_causal", 0)) or (has_mask and v.masked_causal)
+    shape = {
+        "batch": sympy.Mul(*q.shape[:-3]) if len(q.shape) > 3 else sympy.Integer(1),
+        "heads": q.shape[-3],
+        "kv_heads": k.shape[-3],
+        "q_len": q.shape[-2],
+        "kv_len": past + k.shape[-2],
+        "head_dim": q.shape[-1],
+        "v_head_dim": val.shape[-1],
+    }
+    params = {**shape, "dtype": q.dtype.name, "causal": causal}
+    free = {at[3]: 0} if has_mask else {}
+    return Mapped("attention", params, v.ins, free, role=Role.ATTENTION)
 
 
 # ------------------------------------------------------- rows: softmax, norms, reductions

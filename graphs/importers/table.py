@@ -72,7 +72,9 @@ class OpView:
     ``weights`` the indices of ``ins`` that come from weight sources;
     ``scalar(index, name)`` the value of a scalar argument (positional
     ``index`` among the op's inputs, or attribute/keyword ``name``) when the
-    frontend knows it as a constant, else ``None``.
+    frontend knows it as a constant, else ``None``; ``slots`` the op's input position of
+    each entry of ``ins``, where the frontend skips absent optional inputs (ONNX's ``""``):
+    empty means ``ins`` are the op's inputs in order.
     """
 
     ins: list[Ref]
@@ -81,10 +83,15 @@ class OpView:
     weights: frozenset[int] = frozenset()
     contiguous: bool = True
     masked_causal: bool = False
+    slots: tuple[int, ...] = ()
 
     @property
     def out(self) -> Tensor:
         return self.outs[0]
+
+    def by_slot(self) -> dict[int, int]:
+        """The op's input position -> the index in ``ins`` of the tensor given there."""
+        return {s: i for i, s in enumerate(self.slots or range(len(self.ins)))}
 
     def scalar(self, index: int | None, name: str | None = None, default: Any = None) -> Any:
         v = self.scalars(index, name)
