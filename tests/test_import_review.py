@@ -164,3 +164,26 @@ def test_onnx_attention_past_key_value_are_the_cache():
     # fp32: Q read, K and V over every key once per KV head, O written
     assert node[COST].bytes == 4 * (b * h * d + b * hkv * kv * 2 * d + b * h * d)
     assert g.edges["pk", "Attention_0"]["bytes"] == 4 * b * hkv * past * d  # the cache's read is priced
+
+
+def test_onnx_attention_3d_inputs_split_heads_by_attribute():
+    pytest.importorskip("onnx", reason="onnx extra not installed")
+    from graphs.importers import from_onnx
+
+    b, h, hkv, s, d = 2, 4, 2, 64, 16
+    four = _onnx_attention(
+        ["Q", "K", "V"], {"Q": [b, h, s, d], "K": [b, hkv, s, d], "V": [b, hkv, s, d]}, is_causal=1
+    )
+    three = _onnx_attention(
+        ["Q", "K", "V"],
+        {"Q": [b, s, h * d], "K": [b, s, hkv * d], "V": [b, s, hkv * d]},
+        is_causal=1,
+        q_num_heads=h,
+        kv_num_heads=hkv,
+    )
+    n4, n3 = (from_onnx(m).nodes["Attention_0"] for m in (four, three))
+    want = {"batch": b, "heads": h, "kv_heads": hkv, "q_len": s, "kv_len": s, "head_dim": d, "v_head_dim": d}
+    for node in (n4, n3):
+        assert {k: node[PARAMS][k] for k in want} == want
+        assert node[COST].flops_on("tensor") == 2 * b * h * (d + d) * s * (s + 1) // 2  # causal pairs
+    assert n3[COST] == n4[COST]  # the same tensors in either layout

@@ -10,7 +10,8 @@ onto the rule registry through the op table shared with the torch importer
   operand is 2-D) or ``batched_gemm``; ``Attention`` (opset 23) ->
   ``attention``, its inputs taken by position (Q, K, V, ``attn_mask``, ``past_key``,
   ``past_value``): the past keys and values are the cache, read in full (``kv_len`` = past +
-  new), the mask moves nothing; the ``present_key`` / ``present_value``
+  new), the mask moves nothing; 3-D ``[B, S, heads * head_dim]`` inputs are split by the
+  ``q_num_heads`` / ``kv_num_heads`` attributes; the ``present_key`` / ``present_value``
   outputs are not priced apart (an engine appends the new keys in place);
 * arithmetic, comparisons, activations -> ``elementwise`` with the same
   per-op vector/SFU counts as the ATen names (:data:`graphs.importers.ops.ELEMENTWISE_OPS`);

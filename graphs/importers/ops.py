@@ -28,6 +28,7 @@ from typing import Any
 
 import sympy
 
+from costmodel.errors import CostModelError
 from costmodel.keys import Role
 from costmodel.tensor import Tensor
 
@@ -238,25 +239,49 @@ def attention(v: OpView) -> Mapped:
     return Mapped("attention", params, v.ins, {i: 0 for i in range(3, len(v.ins))}, role=Role.ATTENTION)
 
 
+def _heads(v: OpView, attr: str) -> int:
+    n = v.scalar(None, attr)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise CostModelError(
+            f"ONNX Attention with 3-D inputs [batch, seq, heads * head_dim] needs a positive {attr} "
+            f"attribute, got {n!r}"
+        )
+    return n
+
+
 @register_import(onnx="Attention")
 def onnx_attention(v: OpView) -> Mapped:
     """ONNX ``Attention`` (opset 23): inputs by position, Q, K, V, ``attn_mask``, ``past_key``,
     ``past_value``. The past keys and values are the KV cache: ``kv_len`` is past + new and their
-    edges carry their bytes; the mask's edge moves nothing (as SDPA's)."""
+    edges carry their bytes; the mask's edge moves nothing (as SDPA's). Q, K, V are
+    ``[B, heads, S, head_dim]``, or ``[B, S, heads * head_dim]`` with ``q_num_heads`` and
+    ``kv_num_heads`` attributes; the past is always 4-D."""
     at = v.by_slot()
     q, k, val = (v.ins[at[s]][1] for s in (0, 1, 2))
     past = v.ins[at[4]][1].shape[-2] if 4 in at else sympy.Integer(0)
     has_mask = 3 in at
     causal = bool(v.scalar(None, "is_causal", 0)) or (has_mask and v.masked_causal)
-    shape = {
-        "batch": sympy.Mul(*q.shape[:-3]) if len(q.shape) > 3 else sympy.Integer(1),
-        "heads": q.shape[-3],
-        "kv_heads": k.shape[-3],
-        "q_len": q.shape[-2],
-        "kv_len": past + k.shape[-2],
-        "head_dim": q.shape[-1],
-        "v_head_dim": val.shape[-1],
-    }
+    if len(q.shape) == 3:  # [B, S, heads * head_dim]
+        hq, hkv = _heads(v, "q_num_heads"), _heads(v, "kv_num_heads")
+        shape = {
+            "batch": q.shape[0],
+            "heads": sympy.Integer(hq),
+            "kv_heads": sympy.Integer(hkv),
+            "q_len": q.shape[1],
+            "kv_len": past + k.shape[1],
+            "head_dim": q.shape[2] / hq,
+            "v_head_dim": val.shape[2] / hkv,
+        }
+    else:
+        shape = {
+            "batch": sympy.Mul(*q.shape[:-3]) if len(q.shape) > 3 else sympy.Integer(1),
+            "heads": q.shape[-3],
+            "kv_heads": k.shape[-3],
+            "q_len": q.shape[-2],
+            "kv_len": past + k.shape[-2],
+            "head_dim": q.shape[-1],
+            "v_head_dim": val.shape[-1],
+        }
     params = {**shape, "dtype": q.dtype.name, "causal": causal}
     free = {at[3]: 0} if has_mask else {}
     return Mapped("attention", params, v.ins, free, role=Role.ATTENTION)
