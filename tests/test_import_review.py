@@ -187,3 +187,57 @@ def test_onnx_attention_3d_inputs_split_heads_by_attribute():
         assert {k: node[PARAMS][k] for k in want} == want
         assert node[COST].flops_on("tensor") == 2 * b * h * (d + d) * s * (s + 1) // 2  # causal pairs
     assert n3[COST] == n4[COST]  # the same tensors in either layout
+
+
+# ------------------------------------------------------------------ from_hf_layerwise on unlike layers
+def _tiny_causal_lm(config_cls, model_cls, **extra):
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    cfg = config_cls(
+        hidden_size=64,
+        intermediate_size=176,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        num_hidden_layers=3,
+        vocab_size=256,
+        head_dim=16,
+        **extra,
+    )
+    with torch.device("meta"):
+        return model_cls(cfg)
+
+
+def test_layerwise_refuses_a_dense_layer_before_moe_layers():
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    transformers = pytest.importorskip("transformers", reason="transformers not installed")
+    from costmodel.errors import CostModelError
+    from graphs.importers import from_hf_layerwise
+
+    model = _tiny_causal_lm(
+        transformers.Qwen3MoeConfig,
+        transformers.Qwen3MoeForCausalLM,
+        moe_intermediate_size=32,
+        num_experts=4,
+        num_experts_per_tok=2,
+        mlp_only_layers=[0],  # layer 0 dense, layers 1 and 2 mixtures of experts
+    )
+    ids = torch.zeros((1, 8), dtype=torch.long, device="meta")
+    with pytest.raises(CostModelError, match=r"not alike \(layer 1's mlp class is Qwen3MoeSparseMoeBlock"):
+        from_hf_layerwise(model, ids, dynamic=False)
+
+
+def test_layerwise_refuses_mixed_layer_types():
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    transformers = pytest.importorskip("transformers", reason="transformers not installed")
+    from costmodel.errors import CostModelError
+    from graphs.importers import from_hf_layerwise
+
+    model = _tiny_causal_lm(
+        transformers.Qwen3Config,
+        transformers.Qwen3ForCausalLM,
+        use_sliding_window=True,
+        sliding_window=4,
+        layer_types=["full_attention", "full_attention", "sliding_attention"],
+    )
+    ids = torch.zeros((1, 8), dtype=torch.long, device="meta")
+    with pytest.raises(CostModelError, match=r"layer 2 is 'sliding_attention' in config\.layer_types"):
+        from_hf_layerwise(model, ids, dynamic=False)

@@ -15,7 +15,10 @@ Which path when:
 * your own ``nn.Module``, or to check what the real code does, small enough to export whole:
   :func:`graphs.importers.from_exported_program`;
 * a large Hugging Face decoder whose layers are all alike: this module;
-* a model with heterogeneous layers (hybrid, alternating attention): the whole export.
+* a model with heterogeneous layers (hybrid, alternating attention, dense and MoE layers):
+  the whole export; :func:`from_hf_layerwise` refuses one, naming the first layer unlike
+  layer 0 (its submodules' classes, parameter shapes and dtypes, per-layer attention
+  attributes, and ``config.layer_types`` are compared).
 """
 
 from __future__ import annotations
@@ -40,6 +43,52 @@ def _layer_list(model: Any) -> tuple[Any, str, Any]:
         if owner is not None and hasattr(owner, "layers"):
             return owner, "layers", owner.layers
     raise CostModelError("the model has no .model.layers or .layers list of decoder layers")
+
+
+#: per-layer attributes that change what a layer computes without changing its modules
+#: (transformers' sliding/full attention, layers without rotary positions)
+_LAYER_ATTRS = ("attention_type", "layer_type", "is_sliding", "sliding_window", "use_rope", "is_causal")
+
+
+def _structure(layer: Any) -> list[tuple[str, str, str]]:
+    """What a layer is: each submodule's class, each parameter's shape and dtype, and the
+    attributes of :data:`_LAYER_ATTRS`, as ``(path, what, value)`` rows."""
+    rows = []
+    for path, mod in layer.named_modules():
+        where = path or "(layer)"
+        rows.append((where, "class", type(mod).__name__))
+        for attr in _LAYER_ATTRS:
+            val = getattr(mod, attr, None)
+            if isinstance(val, (bool, int, float, str)):
+                rows.append((where, attr, repr(val)))
+        for pname, p in mod.named_parameters(recurse=False):
+            rows.append((f"{where}.{pname}", "parameter", f"{tuple(p.shape)} {p.dtype}"))
+    return rows
+
+
+def _first_difference(layers: Any, config: Any) -> str | None:
+    """Where the first layer unlike layer 0 differs from it (None: all alike)."""
+    types = getattr(config, "layer_types", None)
+    if isinstance(types, (list, tuple)):
+        for i, t in enumerate(types[: len(layers)]):
+            if t != types[0]:
+                return f"layer {i} is {t!r} in config.layer_types, layer 0 {types[0]!r}"
+    first = _structure(layers[0])
+    for i in range(1, len(layers)):
+        rows = _structure(layers[i])
+        if rows == first:
+            continue
+        for a, b in zip(first, rows, strict=False):
+            if a != b:
+                if a[:2] == b[:2]:
+                    return f"layer {i}'s {a[0]} {a[1]} is {b[2]}, layer 0's {a[2]}"
+                return f"layer {i} has {b[0]} ({b[1]} {b[2]}) where layer 0 has {a[0]} ({a[1]} {a[2]})"
+        longer, other = (
+            (rows, "layer 0 has none") if len(rows) > len(first) else (first, f"layer {i} has none")
+        )
+        extra = longer[min(len(first), len(rows))]
+        return f"{extra[0]} ({extra[1]} {extra[2]}): {other}"
+    return None
 
 
 def _in_first_layer(name: str, meta: Mapping[str, Any]) -> bool:
@@ -81,9 +130,11 @@ def from_hf_layerwise(
     n_layers = len(layers)
     config = getattr(model, "config", None)
     old_n = getattr(config, "num_hidden_layers", None)
-    kinds = {type(layer).__name__ for layer in layers}
-    if len(kinds) > 1:
-        raise CostModelError(f"the layers are not alike ({', '.join(sorted(kinds))}): export the whole model")
+    differs = _first_difference(layers, config)
+    if differs is not None:  # repeating layer 0 would price every layer as it
+        raise CostModelError(
+            f"the layers are not alike ({differs}): from_hf_layerwise repeats layer 0; export the whole model"
+        )
     setattr(owner, attr, torch.nn.ModuleList([layers[0]]))
     try:
         if config is not None and old_n is not None:
