@@ -241,3 +241,76 @@ def test_layerwise_refuses_mixed_layer_types():
     ids = torch.zeros((1, 8), dtype=torch.long, device="meta")
     with pytest.raises(CostModelError, match=r"layer 2 is 'sliding_attention' in config\.layer_types"):
         from_hf_layerwise(model, ids, dynamic=False)
+
+
+# ------------------------------------------------------------------ hf_layer_graph's sliding window
+TINY_GEMMA3 = {
+    "model_type": "gemma3_text",
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "num_hidden_layers": 2,
+    "vocab_size": 256,
+    "sliding_window": 8,
+    "layer_types": ["sliding_attention", "full_attention"],  # the exported layer 0 slides
+}
+
+
+def _attention_node(g):
+    (node,) = [d for _, d in g.nodes(data=True) if d.get(OP) == "attention"]
+    return node
+
+
+def test_hf_layer_decode_of_a_sliding_layer_attends_to_the_window():
+    pytest.importorskip("torch", reason="torch extra not installed")
+    pytest.importorskip("transformers", reason="transformers not installed")
+    from graphs.importers.hf_layer import hf_layer_graph
+
+    b, h, hkv, d, w = 2, 4, 2, 16, 8
+    g = hf_layer_graph(TINY_GEMMA3, "decode", batch=b, ctx=32)
+    assert g.graph["hf_layer"]["window"] == w and g.graph["hf_layer"]["cached"] == w - 1
+    node = _attention_node(g)
+    assert node[PARAMS]["kv_len"] == w  # the 7 cached tokens the window keeps and the new one
+    assert node[COST].flops_on("tensor") == 2 * b * h * w * (d + d)
+    assert node[COST].bytes == 2 * (b * h * d + b * hkv * w * 2 * d + b * h * d)  # bf16 Q, K, V, O
+    full = dict(TINY_GEMMA3, layer_types=["full_attention", "sliding_attention"])
+    assert _attention_node(hf_layer_graph(full, "decode", batch=b, ctx=32))[PARAMS]["kv_len"] == 33
+
+
+def test_hf_layer_prefill_of_a_sliding_layer_scores_the_window_pairs():
+    pytest.importorskip("torch", reason="torch extra not installed")
+    pytest.importorskip("transformers", reason="transformers not installed")
+    from graphs.importers.hf_layer import hf_layer_graph
+
+    h, d, w, s = 4, 16, 8, 32
+    node = _attention_node(hf_layer_graph(TINY_GEMMA3, "prefill", batch=1, seq=s))
+    pairs = sum(min(i, w) for i in range(1, s + 1))  # query i sees the last min(i, w) keys
+    assert node[COST].flops_on("tensor") == 2 * h * pairs * (d + d)
+
+
+def test_hf_layer_refuses_a_dynamic_decode_of_a_sliding_layer():
+    pytest.importorskip("torch", reason="torch extra not installed")
+    pytest.importorskip("transformers", reason="transformers not installed")
+    from costmodel.errors import CostModelError
+    from graphs.importers.hf_layer import hf_layer_graph
+
+    with pytest.raises(CostModelError, match=r"sliding-window layer \(window 8\).*dynamic=False"):
+        hf_layer_graph(TINY_GEMMA3, "decode", batch=2, ctx=32, dynamic=True)
+
+
+@pytest.mark.slow
+def test_hf_layer_gemma3_27b_sliding_decode_equals_build_model():
+    pytest.importorskip("torch", reason="torch extra not installed")
+    pytest.importorskip("transformers", reason="transformers not installed")
+    from graphs import build_model
+    from graphs.importers.hf_layer import hf_layer_graph
+    from models import get_model
+    from models.resolver import config_data
+
+    exported = _attention_node(hf_layer_graph(config_data("gemma-3-27b"), "decode", batch=8, ctx=4096))
+    # the builders count ctx as every key of the step: the export's 4,096 cached + 1 new
+    built = build_model(get_model("gemma-3-27b"), "decode", batch=8, ctx=4097)
+    sliding = [d for _, d in built.nodes(data=True) if d.get(OP) == "attention" and d[PARAMS].get("window")]
+    assert sliding and all(d[COST] == exported[COST] for d in sliding)

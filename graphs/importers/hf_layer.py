@@ -8,9 +8,15 @@ rotary embedding, and exports, with ``torch.export``, the step a serving engine 
 * ``decode``: one new token for each of ``batch`` sequences against a ``ctx``-token cache, which
   the layer extends by ``cat`` as transformers' ``DynamicCache`` does.
 
-Attention runs through ``scaled_dot_product_attention`` (transformers' ``sdpa``) with no mask: a
-sliding window wider than the context (Gemma's 4,096 at ``seq`` or ``ctx`` up to it) and a
-causal mask are the same computation. Mixture-of-experts layers run their experts through
+Attention runs through ``scaled_dot_product_attention`` (transformers' ``sdpa``) with no mask.
+A sliding-window layer (the exported layer's attention has a ``sliding_window``: Gemma-2's
+4,096, Gemma-3's 1,024 or 512, Mistral v0.1's 4,096) is priced with its window, not as full
+attention: in decode its cache holds ``min(ctx, window - 1)`` tokens (what transformers'
+sliding cache keeps), so each query attends to ``min(ctx + 1, window)`` keys; in prefill the
+attention node is priced with ``window`` (each query scores at most ``window`` keys; the rule's
+``window_pairs``). ``g.graph["hf_layer"]`` says the window and the cached tokens. A dynamic
+decode export of a sliding layer is refused (its cache length is capped, not a symbol).
+Mixture-of-experts layers run their experts through
 transformers' ``batched_mm`` implementation (each token's top-k experts' weights gathered, then
 batched matmuls: one graph, no data-dependent loop). Shapes are static: the graph is numeric,
 ready for :func:`costmodel.fusion_plan.plan_fusions`; with ``dynamic=True`` the batch and the
@@ -114,6 +120,27 @@ def _layer_and_rope(model: Any) -> tuple[Any, Any]:
     raise CostModelError(f"{type(model).__name__}: no .layers or .h list of decoder layers")
 
 
+def _window(layer: Any, text: Any) -> int | None:
+    """The exported layer's sliding window (None: full attention). The attention module's own
+    ``sliding_window`` (Gemma, Qwen2: None on full layers), else the config's for a model whose
+    attention reads it there (Mistral)."""
+    attn = getattr(layer, "self_attn", None) or getattr(layer, "attn", None)
+    if attn is not None and hasattr(attn, "sliding_window"):
+        w = attn.sliding_window
+    else:
+        w = getattr(text, "sliding_window", None) if attn is not None and _reads_config_window(attn) else None
+    return int(w) if isinstance(w, int) and not isinstance(w, bool) and w > 0 else None
+
+
+def _reads_config_window(attn: Any) -> bool:
+    """Whether an attention module's forward passes ``config.sliding_window`` to its kernel
+    (Mistral's and Mixtral's do, Llama's does not)."""
+    try:
+        return "sliding_window" in inspect.getsource(type(attn).forward)
+    except (OSError, TypeError):
+        return False
+
+
 def hf_layer_graph(
     config: Mapping[str, Any],
     phase: str,
@@ -201,6 +228,15 @@ def hf_layer_graph(
             out = self.layer(x, position_embeddings=pe, position_ids=pos, cache=cache, attention_mask=None)
             return out[0] if isinstance(out, tuple) else out
 
+    window = _window(layer, text)
+    cached = ctx  # what the layer's cache holds in decode
+    if window is not None and phase == "decode":
+        if dynamic:
+            raise CostModelError(
+                f"{type(layer).__name__}: a sliding-window layer (window {window}) caches min(ctx, "
+                f"{window - 1}) tokens, not a symbolic ctx; export it static (dynamic=False)"
+            )
+        cached = min(ctx, window - 1)
     step = Step().eval().to(tdt)
     hidden = int(text.hidden_size)
     heads = int(text.num_attention_heads)
@@ -208,7 +244,7 @@ def hf_layer_graph(
     head_dim = int(getattr(text, "head_dim", None) or hidden // heads)
     meta = {"device": "meta", "dtype": tdt}
     # a dynamic export traces at sizes of at least 2 (torch.export specialises 0 and 1)
-    tb, ts, tc = (max(batch, 2), max(seq, 2), max(ctx, 2)) if dynamic else (batch, seq, ctx)
+    tb, ts, tc = (max(batch, 2), max(seq, 2), max(ctx, 2)) if dynamic else (batch, seq, cached)
     if phase == "prefill":
         args: tuple[Any, ...] = (torch.empty(tb, ts, hidden, **meta),)
     else:
@@ -224,12 +260,16 @@ def hf_layer_graph(
             f"{str(e).splitlines()[0] if str(e) else ''})"
         ) from e
     g = from_exported_program(ep, dims=dims)
+    if window is not None and phase == "prefill" and (dynamic or seq > window):
+        _apply_window(g, window, type(layer).__name__)
     g.graph["hf_layer"] = {
         "layer": type(layer).__name__,
         "phase": phase,
         "batch": batch,
         "seq": seq if phase == "prefill" else 1,
         "ctx": ctx if phase == "decode" else 0,
+        "window": window,
+        "cached": cached if phase == "decode" else 0,
     }
     if dynamic:
         from costmodel.graph import COST, op_nodes
@@ -243,6 +283,22 @@ def hf_layer_graph(
             )
         g.graph["hf_layer"]["point"] = point
     return g
+
+
+def _apply_window(g: nx.DiGraph, window: int, layer: str) -> None:
+    """Price the prefill's attention with the layer's sliding window (the export ran it unmasked)."""
+    from costmodel.keys import COST, OP, PARAMS
+    from costmodel.rules import op_cost
+
+    for _, data in g.nodes(data=True):
+        if data.get(OP) != "attention":
+            continue
+        if not data[PARAMS].get("causal"):
+            raise CostModelError(
+                f"{layer}: a sliding-window prefill whose attention is not causal; not priced"
+            )
+        data[PARAMS] = {**data[PARAMS], "window": window}
+        data[COST] = op_cost("attention", **data[PARAMS])
 
 
 def _dynamic(
