@@ -314,3 +314,56 @@ def test_hf_layer_gemma3_27b_sliding_decode_equals_build_model():
     built = build_model(get_model("gemma-3-27b"), "decode", batch=8, ctx=4097)
     sliding = [d for _, d in built.nodes(data=True) if d.get(OP) == "attention" and d[PARAMS].get("window")]
     assert sliding and all(d[COST] == exported[COST] for d in sliding)
+
+
+# ------------------------------------------------------------------ empty tensors, one rule everywhere
+def _op_total(g):
+    from costmodel.graph import graph_total
+
+    return graph_total(g, kinds=["op"])
+
+
+def test_an_op_on_an_empty_tensor_is_priced_zero_and_counted_in_every_frontend():
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    pytest.importorskip("onnx", reason="onnx extra not installed")
+    pytest.importorskip("jax", reason="jax extra not installed")
+    import jax.numpy as jnp
+    from onnx import TensorProto, helper
+
+    from graphs.importers import from_exported_program, from_jax, from_onnx
+
+    # a Linear over zero rows does nothing
+    gt = from_exported_program(torch.export.export(torch.nn.Linear(64, 64), (torch.randn(0, 64),)))
+    assert gt.graph["empty_ops"] == {"linear": 1}
+    assert _op_total(gt).flops == 0 and _op_total(gt).bytes == 0
+    vi = helper.make_tensor_value_info
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Add", ["A", "B"], ["Y"])],
+            "g",
+            [vi("A", TensorProto.FLOAT, [0, 64]), vi("B", TensorProto.FLOAT, [0, 64])],
+            [vi("Y", TensorProto.FLOAT, [0, 64])],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    go = from_onnx(model)
+    assert go.graph["empty_ops"] == {"Add": 1} and go.graph["unknown_ops"] == {}
+    assert _op_total(go).flops == 0 and _op_total(go).bytes == 0
+    gj = from_jax(lambda a: a * 2, jnp.ones((0, 64)))
+    assert gj.graph["empty_ops"] == {"mul": 1}
+    assert _op_total(gj).flops == 0 and _op_total(gj).bytes == 0
+
+
+def test_an_empty_operand_moves_nothing_but_the_op_still_works_on_the_rest():
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    from graphs.importers import from_exported_program
+
+    class Cat(torch.nn.Module):
+        def forward(self, past, new):
+            return torch.cat([past, new], dim=1)
+
+    g = from_exported_program(torch.export.export(Cat(), (torch.randn(2, 0, 4), torch.randn(2, 1, 4))))
+    assert g.graph["empty_ops"] == {}
+    assert (
+        _op_total(g).bytes == 4 * 8 + 4 * 8
+    )  # the 8 new fp32 values read and written; the empty past nothing

@@ -17,7 +17,7 @@ from costmodel.errors import CostModelError
 from costmodel.tensor import Tensor
 
 from .ops import inplace_update
-from .table import OpView, lookup, unknown_node
+from .table import EMPTY_WHEN_AN_INPUT_IS, OpView, is_empty, lookup, unknown_node
 
 __all__ = ["TORCH_DTYPES", "call_node"]
 
@@ -121,6 +121,13 @@ def _scalars(n: Any) -> Any:
     return get
 
 
+def _reads_empty(n: Any, torch: Any) -> bool:
+    """Whether an FX node reads a tensor with a zero-size dimension."""
+    args = [*n.args, *n.kwargs.values()]
+    vals = [a.meta.get("val") for a in args if hasattr(a, "meta")]
+    return any(isinstance(v, torch.Tensor) and is_empty(v.shape) for v in vals)
+
+
 def call_node(imp: Any, n: Any, torch: Any, gm: Any = None) -> None:
     """Cost one FX node through ``imp`` (a :mod:`graphs.importers.torch_export` importer) and the op table."""
     val = n.meta.get("val")
@@ -144,6 +151,11 @@ def call_node(imp: Any, n: Any, torch: Any, gm: Any = None) -> None:
         outs = [Tensor(n.name, ins[-1][1].shape, ins[0][1].dtype)]
     imp.out[n.name] = outs
     outs_t = [t for t in outs if t is not None]
+    tensors = [v for v in vals if isinstance(v, torch.Tensor)]
+    if (tensors and not outs_t) or (name in EMPTY_WHEN_AN_INPUT_IS and _reads_empty(n, torch)):
+        imp.out[n.name] = [None] * len(outs)
+        imp.empty[name] += 1  # no work (graphs.importers.table): priced 0, counted
+        return
     if not outs_t:
         return  # symbolic-int arithmetic, asserts: no tensor, no cost
     if extra:  # a module's parameters: the embedding table comes first, others after the input

@@ -8,7 +8,9 @@ batched GEMM), elementwise primitives the elementwise rule (``exp``, ``log``, ``
 broadcasts free views (XLA fuses them). Calls with an inner jaxpr (``pjit``, ``custom_jvp_call``,
 ``custom_vjp_call``, ``closed_call``) are inlined; anything else, a custom call included, is
 kept by name as an unknown op (``graph.graph["unknown_ops"]``). Arguments listed in ``weights``
-become weight sources. Symbolic shapes from ``jax.export.symbolic_shape`` come through as
+become weight sources. An empty array (a zero-size dimension) is no edge; an equation writing
+only empty arrays, or contracting an empty operand, is priced 0 and counted in
+``graph.graph["empty_ops"]`` (the rule of every frontend). Symbolic shapes from ``jax.export.symbolic_shape`` come through as
 sympy expressions of their names.
 
 Loops: a ``scan`` body is inlined once with every node's repeat multiplied by the scan's
@@ -49,7 +51,7 @@ from costmodel.keys import COST, FRONTEND_OP, G_UNKNOWN_OPS, KIND, OUTPUTS, REPE
 from costmodel.tensor import Tensor
 
 from .aten import TORCH_DTYPES
-from .table import OpView, lookup, unknown_node, write_node
+from .table import EMPTY_WHEN_AN_INPUT_IS, G_EMPTY_OPS, OpView, is_empty, lookup, unknown_node, write_node
 
 __all__ = ["from_jax", "from_jaxpr", "compare_with_xla", "XLA_CONVENTIONS", "G_LOOPS"]
 
@@ -139,12 +141,15 @@ class _Importer:
     def __init__(self) -> None:
         self.g = nx.DiGraph()
         self.unknown: Counter[str] = Counter()
+        self.empty: Counter[str] = Counter()  #: ops priced 0: they write only empty tensors
         self.env: dict[Any, tuple[str, Tensor]] = {}
         self.count = 0
         self.repeat = 1  #: trips of the loops around the equations being read
         self.loops: list[tuple[str, int]] = []
 
     def source(self, var: Any, name: str, kind: str) -> None:
+        if is_empty(var.aval.shape):  # holds nothing: no node, no edge (graphs.importers.table)
+            return
         t = _tensor(name, var.aval)
         # a source's cost is its residency, as in the other importers: weights are held, inputs not
         cost = Cost.resident(weights=t.bytes) if kind == NodeKind.WEIGHT else Cost.zero()
@@ -155,7 +160,7 @@ class _Importer:
         """Each inner variable stands for its outer one: the same producer, the inner shape
         (a scan's body sees one slice of a stacked input, the caller the stacked output)."""
         for outer, v in zip(outers, inners, strict=False):
-            if _is_var(outer) and _is_var(v) and outer in self.env:
+            if _is_var(outer) and _is_var(v) and outer in self.env and not is_empty(v.aval.shape):
                 src, t = self.env[outer]
                 self.env[v] = (src, _tensor(t.name, v.aval))
 
@@ -171,7 +176,7 @@ class _Importer:
         finally:
             self.repeat = outer_repeat
         for outer, v in zip(outs, inner.outvars, strict=False):
-            if _is_var(v) and v in self.env:
+            if _is_var(v) and v in self.env and not is_empty(outer.aval.shape):
                 src, t = self.env[v]
                 self.env[outer] = (src, _tensor(t.name, outer.aval))
 
@@ -205,8 +210,15 @@ class _Importer:
                 continue
             self.count += 1
             name = f"{eqn.primitive.name}_{self.count}"
+            written = [v for v in eqn.outvars if not is_empty(v.aval.shape)]
+            if not written or (
+                eqn.primitive.name in EMPTY_WHEN_AN_INPUT_IS
+                and any(_is_var(v) and is_empty(v.aval.shape) for v in eqn.invars)
+            ):
+                self.empty[eqn.primitive.name] += 1  # no work: priced 0, counted
+                continue
             ins = [self.env[v] for v in eqn.invars if _is_var(v) and v in self.env]
-            outs = [_tensor(f"{name}.{i}", v.aval) for i, v in enumerate(eqn.outvars)]
+            outs = [_tensor(f"{name}.{i}", v.aval) for i, v in enumerate(written)]
             view = OpView(ins=ins, outs=outs, scalars=functools.partial(_param, eqn.params))
             mapper = lookup("jax", eqn.primitive.name)
             if mapper is None:
@@ -222,7 +234,7 @@ class _Importer:
                         f"jax equation {name} ({eqn.primitive.name}) cannot be costed: {type(exc).__name__}: {exc}"
                     ) from None
             write_node(self.g, name, mapped, outs, **{FRONTEND_OP: eqn.primitive.name, REPEAT: self.repeat})
-            for i, v in enumerate(eqn.outvars):
+            for i, v in enumerate(written):
                 self.env[v] = (name, outs[i])
 
 
@@ -237,6 +249,7 @@ def from_jaxpr(closed: Any, *, weights: Sequence[int] = ()) -> nx.DiGraph:
         imp.source(v, f"arg{i}", NodeKind.WEIGHT if i in set(weights) else NodeKind.INPUT)
     imp.run(jaxpr)
     imp.g.graph[G_UNKNOWN_OPS] = dict(imp.unknown)
+    imp.g.graph[G_EMPTY_OPS] = dict(imp.empty)
     imp.g.graph[G_LOOPS] = list(imp.loops)
     return imp.g
 

@@ -24,6 +24,8 @@ onto the rule registry through the op table shared with the torch importer
   another type are copies; shape arithmetic (``Shape``, ``Range``,
   ``ConstantOfShape``) only writes its small result.
 
+An empty tensor (a zero-size dimension) is no edge; a node writing only empty tensors, or
+multiplying an empty operand, is priced 0 and counted in ``graph.graph["empty_ops"]``.
 Unknown ops are counted by name in ``graph.graph["unknown_ops"]``, and so is a node whose
 outputs shape inference could not size (``"Op (no output shape)"``): its cost is not counted,
 and the count says so. A model that is not one raises :class:`ONNXModelError` naming the node
@@ -58,7 +60,7 @@ from costmodel.safefile import read_regular_file
 from costmodel.symbols import dim
 from costmodel.tensor import Tensor
 
-from .table import OpView, lookup, unknown_node, write_node
+from .table import EMPTY_WHEN_AN_INPUT_IS, G_EMPTY_OPS, OpView, is_empty, lookup, unknown_node, write_node
 
 __all__ = ["from_onnx", "ONNXModelError", "MIN_ONNX", "MAX_MODEL_BYTES"]
 
@@ -282,6 +284,8 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
     shapes: dict[str, Tensor] = {}
     producer: dict[str, str] = {}
     unknown: Counter[str] = Counter()
+    empty: set[str] = set()  #: tensors with a zero-size dimension: no edge, no bytes
+    empty_ops: Counter[str] = Counter()
     consts = _scalar_constants(source)
 
     partial: dict[str, tuple[list[sympy.Expr | None], str]] = {}
@@ -295,7 +299,7 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
         out: list[sympy.Expr | None] = []
         for d in ttype.tensor_type.shape.dim:
             if d.HasField("dim_value"):
-                out.append(sympy.Integer(max(d.dim_value, 1)))
+                out.append(sympy.Integer(d.dim_value))
             elif d.dim_param and not d.dim_param.startswith("unk__"):
                 out.append(_dim_expr(d.dim_param, rename))
             else:
@@ -306,6 +310,9 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
         found = dims_of(vi.type)
         if found is None:
             continue
+        if is_empty(d for d in found[0] if d is not None):
+            empty.add(vi.name)
+            continue
         if None in found[0]:
             partial[vi.name] = found
         else:
@@ -313,9 +320,12 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
     inits = {i.name for i in source.graph.initializer}
     for init in source.graph.initializer:
         dt = _ONNX_DTYPES.get(init.data_type)
+        if is_empty(init.dims):
+            empty.add(init.name)
+            continue
         if dt is None:
             continue
-        t = Tensor(init.name, tuple(sympy.Integer(max(d, 1)) for d in init.dims) or (sympy.Integer(1),), dt)
+        t = Tensor(init.name, tuple(sympy.Integer(d) for d in init.dims) or (sympy.Integer(1),), dt)
         shapes[init.name] = t
         g.add_node(
             init.name,
@@ -332,6 +342,9 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
     for i, node in enumerate(model.graph.node):
         name = node.name or f"{node.op_type}_{i}"
         if node.op_type == "Constant":  # a constant tensor: a (small) weight source
+            if any(a.name == "value" and a.HasField("t") and is_empty(a.t.dims) for a in node.attribute):
+                empty.add(node.output[0])
+                continue
             ct = _constant_tensor(node)
             if ct is not None:
                 shapes[node.output[0]] = ct
@@ -345,6 +358,13 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
                     },
                 )
                 producer[node.output[0]] = name
+            continue
+        written = [o for o in node.output if o]
+        if (written and all(o in empty for o in written)) or (
+            node.op_type in EMPTY_WHEN_AN_INPUT_IS and any(x in empty for x in node.input)
+        ):
+            empty.update(written)
+            empty_ops[node.op_type] += 1  # no work (graphs.importers.table): priced 0, counted
             continue
         for o in node.output:
             if o in partial and o not in shapes:
@@ -375,11 +395,12 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
             continue
         given = [j for j, x in enumerate(node.input) if x in producer and x in shapes]
         ins = [(producer[node.input[j]], shapes[node.input[j]]) for j in given]
-        missing = [x for x in node.input if x and x not in shapes]
+        missing = [x for x in node.input if x and x not in shapes and x not in empty]
         if missing and node.op_type in ("MatMul", "Gemm", "Attention"):
             raise CostModelError(f"ONNX node {name!r} ({node.op_type}): no shape for input(s) {missing}")
         _add(g, name, node, ins, outs, inits, unknown, strict, consts, tuple(given))
     g.graph[G_UNKNOWN_OPS] = dict(unknown)
+    g.graph[G_EMPTY_OPS] = dict(empty_ops)
     return g
 
 
@@ -406,7 +427,7 @@ def _constant_tensor(node: Any) -> Tensor | None:
             dt = _ONNX_DTYPES.get(a.t.data_type)
             if dt is None:
                 return None
-            shape = tuple(sympy.Integer(max(d, 1)) for d in a.t.dims) or (sympy.Integer(1),)
+            shape = tuple(sympy.Integer(d) for d in a.t.dims) or (sympy.Integer(1),)
             return Tensor(node.output[0], shape, dt)
     return None
 

@@ -14,6 +14,11 @@ registered with :func:`register_import` under every frontend's name at once::
 
 so the two frontends cannot drift apart. A name with no mapper is reported
 by name and count (``graph.graph["unknown_ops"]``), never dropped.
+
+Empty tensors, one rule for every frontend: a tensor with a zero-size dimension holds nothing,
+so it is no edge and moves no bytes; an op that writes only empty tensors, or multiplies an
+empty operand (:data:`EMPTY_WHEN_AN_INPUT_IS`), does no work: it is priced 0 (no node) and
+counted by name in ``graph.graph["empty_ops"]`` (:data:`G_EMPTY_OPS`).
 """
 
 from __future__ import annotations
@@ -45,6 +50,9 @@ from costmodel.rules import op_cost
 from costmodel.tensor import Tensor
 
 __all__ = [
+    "EMPTY_WHEN_AN_INPUT_IS",
+    "G_EMPTY_OPS",
+    "is_empty",
     "Frontend",
     "FRONTENDS",
     "OpView",
@@ -56,6 +64,35 @@ __all__ = [
     "write_node",
     "unknown_node",
 ]
+
+#: graph attribute: ops priced 0 because they write only empty tensors, name -> count (module doc)
+G_EMPTY_OPS = "empty_ops"
+#: ops that do no work when any operand is empty (a zero-size contraction or key set), by frontend name
+EMPTY_WHEN_AN_INPUT_IS = frozenset(
+    {
+        "mm",
+        "matmul",
+        "bmm",
+        "linear",
+        "addmm",
+        "baddbmm",
+        "scaled_dot_product_attention",
+        "_scaled_dot_product_flash_attention",
+        "_scaled_dot_product_flash_attention_for_cpu",
+        "_scaled_dot_product_efficient_attention",
+        "_scaled_dot_product_cudnn_attention",
+        "MatMul",
+        "Gemm",
+        "Attention",
+        "dot_general",
+    }
+)
+
+
+def is_empty(shape: Iterable[Any]) -> bool:
+    """Whether a shape has a zero-size dimension (an int or a sympy number equal to 0)."""
+    return any(isinstance(d, (int, sympy.Integer)) and not isinstance(d, bool) and d == 0 for d in shape)
+
 
 Frontend = Literal["aten", "onnx", "jax"]
 #: frontends the table knows; a new frontend adds its name here and a keyword to register_import

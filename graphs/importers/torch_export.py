@@ -18,6 +18,8 @@ with dynamic dimensions yields costs in sympy symbols. Torch's own symbols
 * ``scaled_dot_product_attention`` with ``is_causal=True`` counts the causal
   pairs; with an explicit mask it counts what the kernel computes, the full
   score matrix (pass ``masked_sdpa_is_causal=True`` to treat masks as causal);
+* an empty tensor (a zero-size dimension) is no edge; an op writing only empty tensors, or
+  multiplying an empty operand, is priced 0 and counted in ``graph.graph["empty_ops"]``;
 * unknown ops are never dropped silently: they become zero-cost nodes marked
   ``unknown`` and are counted by name in ``graph.graph["unknown_ops"]``
   (``strict=True`` raises instead).
@@ -43,7 +45,7 @@ from costmodel.tensor import Tensor
 
 from .aten import TORCH_DTYPES, call_node
 from .ops import ELEMENTWISE_OPS, elementwise_params
-from .table import Mapped, write_node
+from .table import G_EMPTY_OPS, Mapped, is_empty, write_node
 
 __all__ = [
     "elementwise_params",
@@ -73,6 +75,7 @@ class _Importer:
         self.g = nx.DiGraph()
         self.out: dict[str, list[Tensor | None]] = {}
         self.unknown: Counter[str] = Counter()
+        self.empty: Counter[str] = Counter()  #: ops priced 0: they write only empty tensors
         self.weights: set[str] = set()  #: source nodes that hold weights
 
     # ------------------------------------------------------------- metadata
@@ -91,7 +94,8 @@ class _Importer:
         if dt is None:
             raise CostModelError(f"tensor {name!r}: dtype {val.dtype} has no costmodel equivalent")
         shape = tuple(self.expr(s) for s in val.shape) or (sympy.Integer(1),)
-        shape = tuple(s if s != 0 else sympy.Integer(1) for s in shape)
+        if is_empty(shape):  # holds nothing: no edge, no bytes (graphs.importers.table)
+            return None
         return Tensor(name, shape, dt)
 
     def learn_symbols(self, name: str, val: Any) -> None:
@@ -166,6 +170,7 @@ def import_graph_module(
             call_node(imp, n, torch, gm)
     g = imp.g
     g.graph[G_UNKNOWN_OPS] = dict(imp.unknown)
+    g.graph[G_EMPTY_OPS] = dict(imp.empty)
     g.graph[G_SYMBOLS] = {str(k): str(v) for k, v in imp.rename.items()}
     return g
 
