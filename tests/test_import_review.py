@@ -367,3 +367,54 @@ def test_an_empty_operand_moves_nothing_but_the_op_still_works_on_the_rest():
     assert (
         _op_total(g).bytes == 4 * 8 + 4 * 8
     )  # the 8 new fp32 values read and written; the empty past nothing
+
+
+# ------------------------------------------------------------------ ONNX element types
+def test_onnx_int4_weight_is_held_and_its_dequantising_cast_reads_it():
+    pytest.importorskip("onnx", reason="onnx extra not installed")
+    from onnx import TensorProto, helper
+
+    from costmodel.keys import KIND, NodeKind
+    from graphs.importers import from_onnx
+
+    for code in (TensorProto.INT4, TensorProto.UINT4):
+        w4 = helper.make_tensor("W4", code, [64, 8], [0] * 512)
+        vi = helper.make_tensor_value_info
+        model = helper.make_model(
+            helper.make_graph(
+                [
+                    helper.make_node("Cast", ["W4"], ["Wf"], to=TensorProto.FLOAT),
+                    helper.make_node("MatMul", ["A", "Wf"], ["Y"]),
+                ],
+                "g",
+                [vi("A", TensorProto.FLOAT, [4, 64])],
+                [vi("Y", TensorProto.FLOAT, [4, 8])],
+                [w4],
+            ),
+            opset_imports=[helper.make_opsetid("", 21)],
+        )
+        g = from_onnx(model)
+        assert g.nodes["W4"][KIND] == NodeKind.WEIGHT
+        assert g.nodes["W4"][COST].footprint == 64 * 8 // 2  # 4 bits an element
+        assert g.nodes["Cast_0"][COST].bytes == 64 * 8 // 2 + 64 * 8 * 4  # int4 read, fp32 written
+
+
+def test_onnx_element_type_without_a_dtype_is_refused_by_name():
+    pytest.importorskip("onnx", reason="onnx extra not installed")
+    from onnx import TensorProto, helper
+
+    from graphs.importers import from_onnx
+    from graphs.importers.onnx import ONNXModelError
+
+    vi = helper.make_tensor_value_info
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Mul", ["A", "B"], ["Y"])],
+            "g",
+            [vi("A", TensorProto.FLOAT, [1024]), vi("B", TensorProto.INT16, [1024])],
+            [vi("Y", TensorProto.FLOAT, [1024])],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    with pytest.raises(ONNXModelError, match="tensor 'B' has element type INT16"):
+        from_onnx(model)

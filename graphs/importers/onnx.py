@@ -29,7 +29,8 @@ multiplying an empty operand, is priced 0 and counted in ``graph.graph["empty_op
 Unknown ops are counted by name in ``graph.graph["unknown_ops"]``, and so is a node whose
 outputs shape inference could not size (``"Op (no output shape)"``): its cost is not counted,
 and the count says so. A model that is not one raises :class:`ONNXModelError` naming the node
-or initializer: a node reading a tensor nothing produced before it (a cycle, or nodes out of
+or initializer: a tensor whose element type has no costmodel dtype (INT16, UINT16/32/64, STRING,
+FLOAT4E2M1 ...; INT4 and UINT4 are ``int4``), a node reading a tensor nothing produced before it (a cycle, or nodes out of
 topological order), a node in a domain the model does not import, an initializer whose data
 does not hold its dims' elements, or a path that is not a regular file of at most
 :data:`MAX_MODEL_BYTES`.
@@ -84,7 +85,39 @@ _ONNX_DTYPES = {
     9: "bool",
     17: "fp8_e4m3",
     19: "fp8_e5m2",
+    14: "complex64",
+    15: "complex128",
+    21: "int4",  # UINT4: 4 bits an element, as INT4
+    22: "int4",
 }
+#: ONNX element type codes by name, for the refusal of one costmodel has no dtype for
+_ONNX_TYPE_NAMES = {
+    0: "UNDEFINED",
+    4: "UINT16",
+    5: "INT16",
+    8: "STRING",
+    12: "UINT32",
+    13: "UINT64",
+    18: "FLOAT8E4M3FNUZ",
+    20: "FLOAT8E5M2FNUZ",
+    23: "FLOAT4E2M1",
+    24: "FLOAT8E8M0",
+    25: "UINT2",
+    26: "INT2",
+    27: "FLOAT6E2M3",
+    28: "FLOAT6E3M2",
+}
+
+
+def _dtype(code: int, what: str) -> str | None:
+    """Our dtype of ONNX element type ``code`` (None: UNDEFINED, no type inferred); a type
+    costmodel has no dtype for is refused, naming the tensor (as the torch and JAX importers do),
+    never dropped: its reads would vanish from every op that takes it."""
+    dt = _ONNX_DTYPES.get(code)
+    if dt is None and code != 0:
+        name = _ONNX_TYPE_NAMES.get(code, f"code {code}")
+        raise ONNXModelError(f"ONNX {what} has element type {name}, which has no costmodel dtype")
+    return dt
 
 
 #: bytes per element in ``raw_data`` and the typed field otherwise holding the data, per dtype code
@@ -290,10 +323,10 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
 
     partial: dict[str, tuple[list[sympy.Expr | None], str]] = {}
 
-    def dims_of(ttype: Any) -> tuple[list[sympy.Expr | None], str] | None:
+    def dims_of(ttype: Any, name: str) -> tuple[list[sympy.Expr | None], str] | None:
         if not ttype.HasField("tensor_type") or not ttype.tensor_type.HasField("shape"):
             return None
-        dt = _ONNX_DTYPES.get(ttype.tensor_type.elem_type)
+        dt = _dtype(ttype.tensor_type.elem_type, f"tensor {name[:100]!r}")
         if dt is None:
             return None
         out: list[sympy.Expr | None] = []
@@ -307,7 +340,7 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
         return out, dt
 
     for vi in [*model.graph.input, *value_info, *model.graph.output]:
-        found = dims_of(vi.type)
+        found = dims_of(vi.type, vi.name)
         if found is None:
             continue
         if is_empty(d for d in found[0] if d is not None):
@@ -319,7 +352,7 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
             shapes[vi.name] = Tensor(vi.name, tuple(found[0]) or (sympy.Integer(1),), found[1])
     inits = {i.name for i in source.graph.initializer}
     for init in source.graph.initializer:
-        dt = _ONNX_DTYPES.get(init.data_type)
+        dt = _dtype(init.data_type, f"initializer {init.name[:100]!r}")
         if is_empty(init.dims):
             empty.add(init.name)
             continue
@@ -424,7 +457,7 @@ def _complete(name: str, found: tuple[list[sympy.Expr | None], str], inputs: lis
 def _constant_tensor(node: Any) -> Tensor | None:
     for a in node.attribute:
         if a.name == "value" and a.HasField("t"):
-            dt = _ONNX_DTYPES.get(a.t.data_type)
+            dt = _dtype(a.t.data_type, f"Constant {node.output[0][:100]!r}")
             if dt is None:
                 return None
             shape = tuple(sympy.Integer(d) for d in a.t.dims) or (sympy.Integer(1),)
