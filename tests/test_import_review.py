@@ -418,3 +418,20 @@ def test_onnx_element_type_without_a_dtype_is_refused_by_name():
     )
     with pytest.raises(ONNXModelError, match="tensor 'B' has element type INT16"):
         from_onnx(model)
+
+
+# ------------------------------------------------------------------ data-dependent sizes
+def test_a_data_dependent_size_imports_and_is_priced_in_its_symbol():
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    from graphs.importers import from_exported_program
+
+    class NonZero(torch.nn.Module):
+        def forward(self, a):
+            return torch.nonzero(a) * 2
+
+    g = from_exported_program(torch.export.export(NonZero(), (torch.randn(8, 64),)))
+    assert g.graph["unknown_ops"] == {"aten.nonzero.default": 1}
+    (mul,) = [d for _, d in g.nodes(data=True) if d.get(OP) == "elementwise"]
+    (rows,) = mul[COST].bytes.free_symbols  # torch's symbol for the count of nonzero entries
+    # [rows, 2] int64 indices read and written once
+    assert mul[COST].bytes.subs(rows, 5) == 2 * (5 * 2 * 8)

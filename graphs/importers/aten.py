@@ -16,7 +16,7 @@ import sympy
 from costmodel.errors import CostModelError
 from costmodel.tensor import Tensor
 
-from .ops import inplace_update
+from .ops import inplace_update, reshape
 from .table import EMPTY_WHEN_AN_INPUT_IS, OpView, is_empty, lookup, unknown_node
 
 __all__ = ["TORCH_DTYPES", "call_node"]
@@ -121,6 +121,21 @@ def _scalars(n: Any) -> Any:
     return get
 
 
+def _contiguous(imp: Any, n: Any, val: Any, torch: Any) -> bool:
+    """Whether ``val`` (a reshape's input) is contiguous. Where its strides hang on a
+    data-dependent size (``nonzero``'s row count) torch cannot decide: assumed contiguous,
+    and the node is listed in ``graph.graph["assumed_contiguous"]``."""
+    if not isinstance(val, torch.Tensor):
+        return True
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    try:
+        return bool(val.is_contiguous())
+    except GuardOnDataDependentSymNode:
+        imp.assumed_contiguous.append(n.name)
+        return True
+
+
 def _reads_empty(n: Any, torch: Any) -> bool:
     """Whether an FX node reads a tensor with a zero-size dimension."""
     args = [*n.args, *n.kwargs.values()]
@@ -166,7 +181,7 @@ def call_node(imp: Any, n: Any, torch: Any, gm: Any = None) -> None:
         outs=outs_t,
         scalars=_scalars(n),
         weights=frozenset(i for i, (src, _) in enumerate(ins) if src in imp.weights),
-        contiguous=not (isinstance(src_val, torch.Tensor) and not src_val.is_contiguous()),
+        contiguous=_contiguous(imp, n, src_val, torch) if mapper is reshape else True,
         masked_causal=imp.masked_causal,
     )
     if mapper is None:

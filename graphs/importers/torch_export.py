@@ -20,6 +20,8 @@ with dynamic dimensions yields costs in sympy symbols. Torch's own symbols
   score matrix (pass ``masked_sdpa_is_causal=True`` to treat masks as causal);
 * an empty tensor (a zero-size dimension) is no edge; an op writing only empty tensors, or
   multiplying an empty operand, is priced 0 and counted in ``graph.graph["empty_ops"]``;
+* a reshape whose input's layout hangs on a data-dependent size (after ``nonzero``) is
+  assumed contiguous (a free view) and listed in ``graph.graph["assumed_contiguous"]``;
 * unknown ops are never dropped silently: they become zero-cost nodes marked
   ``unknown`` and are counted by name in ``graph.graph["unknown_ops"]``
   (``strict=True`` raises instead).
@@ -76,6 +78,7 @@ class _Importer:
         self.out: dict[str, list[Tensor | None]] = {}
         self.unknown: Counter[str] = Counter()
         self.empty: Counter[str] = Counter()  #: ops priced 0: they write only empty tensors
+        self.assumed_contiguous: list[str] = []  #: nodes whose input's layout torch could not decide
         self.weights: set[str] = set()  #: source nodes that hold weights
 
     # ------------------------------------------------------------- metadata
@@ -171,6 +174,7 @@ def import_graph_module(
     g = imp.g
     g.graph[G_UNKNOWN_OPS] = dict(imp.unknown)
     g.graph[G_EMPTY_OPS] = dict(imp.empty)
+    g.graph["assumed_contiguous"] = list(imp.assumed_contiguous)
     g.graph[G_SYMBOLS] = {str(k): str(v) for k, v in imp.rename.items()}
     return g
 
