@@ -435,3 +435,41 @@ def test_a_data_dependent_size_imports_and_is_priced_in_its_symbol():
     (rows,) = mul[COST].bytes.free_symbols  # torch's symbol for the count of nonzero entries
     # [rows, 2] int64 indices read and written once
     assert mul[COST].bytes.subs(rows, 5) == 2 * (5 * 2 * 8)
+
+
+# ------------------------------------------------------------------ --hf-layer on a bad config.json
+BAD_CONFIGS = [
+    # a negative size transformers accepts and torch refuses when it builds the layer
+    ({"intermediate_size": -5}, "negative dimension -5"),
+    # transformers' own strict validation, which says why on its second line
+    ({"num_attention_heads": 5, "head_dim": None}, "not a multiple of the number of attention heads"),
+]
+
+
+@pytest.mark.parametrize(("change", "why"), BAD_CONFIGS)
+def test_fusion_plan_hf_layer_refuses_a_bad_config_as_a_user_error(tmp_path, capsys, change, why):
+    pytest.importorskip("torch", reason="torch extra not installed")
+    pytest.importorskip("transformers", reason="transformers not installed")
+    import json
+
+    from graphs.cli import main
+
+    config = {
+        "model_type": "llama",
+        "hidden_size": 64,
+        "intermediate_size": 176,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "num_hidden_layers": 2,
+        "vocab_size": 256,
+        "head_dim": 16,
+    }
+    config.update(change)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({k: v for k, v in config.items() if v is not None}))
+    code = main(
+        ["fusion", "plan", str(path), "--hf-layer", "--phase", "decode", "--batch", "2", "--ctx", "16"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2  # the user's input, not an internal error (3)
+    assert "internal error" not in err and why in err and len(err.strip().splitlines()) == 1

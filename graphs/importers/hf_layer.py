@@ -58,8 +58,10 @@ def _text_config(config: Mapping[str, Any]) -> Any:
         raise CostModelError("config.json: model_type missing or not a string (e.g. 'llama')")
     try:
         cfg = transformers.AutoConfig.for_model(kind, **{k: v for k, v in config.items() if k not in _DROP})
-    except (ValueError, KeyError) as e:
-        raise CostModelError(f"config.json: transformers cannot build model_type {kind!r} ({e})") from e
+    except Exception as e:  # transformers' own validation: ValueError, KeyError, its strict-dataclass errors
+        raise CostModelError(
+            f"config.json: transformers cannot build model_type {str(kind)[:80]!r} ({_first_line(e)})"
+        ) from e
     text = getattr(cfg, "text_config", None) or cfg
     if getattr(text, "kv_lora_rank", None):  # DeepSeek's MLA: a latent cache, not per-head k and v
         raise _unsupported(
@@ -77,6 +79,13 @@ def _text_config(config: Mapping[str, Any]) -> Any:
     if hasattr(text, "_experts_implementation"):
         text._experts_implementation = "batched_mm"
     return text
+
+
+def _first_line(e: BaseException) -> str:
+    """``Type: message`` in one line of at most 300 characters: a third-party error's lines
+    joined (a strict-dataclass error says which validator on its first, why on its second)."""
+    text = " ".join(line.strip() for line in str(e).splitlines() if line.strip())
+    return f"{type(e).__name__}: {text[:300]}"
 
 
 def _unsupported(kind: Any, why: str) -> CostModelError:
@@ -199,6 +208,11 @@ def hf_layer_graph(
     except ValueError as e:  # gpt-oss: "... does not support an attention implementation through sdpa"
         raise _unsupported(
             config.get("model_type"), f"transformers refuses it ({str(e).split('. ')[0][:200]})"
+        ) from e
+    except Exception as e:  # a config transformers accepts but cannot build (a negative size)
+        raise CostModelError(
+            f"config.json: transformers cannot build a {str(config.get('model_type'))[:80]!r} layer from it "
+            f"({_first_line(e)})"
         ) from e
     layer, rope = _layer_and_rope(model)
     kind = getattr(layer, "attention_type", None) or (getattr(text, "layer_types", None) or [None])[0]
