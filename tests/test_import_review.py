@@ -473,3 +473,22 @@ def test_fusion_plan_hf_layer_refuses_a_bad_config_as_a_user_error(tmp_path, cap
     err = capsys.readouterr().err
     assert code == 2  # the user's input, not an internal error (3)
     assert "internal error" not in err and why in err and len(err.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ JAX scan over a symbolic length
+def test_jax_scan_over_a_symbolic_length_repeats_its_body_symbolically():
+    jax = pytest.importorskip("jax", reason="jax extra not installed")
+    import jax.numpy as jnp
+    from jax import export
+
+    from graphs.importers import from_jax
+
+    def running_sum(a):
+        return jax.lax.scan(lambda c, r: (c + r, None), jnp.zeros(64), a)[0]
+
+    (b,) = export.symbolic_shape("b")  # jax's own dimension variable, not a sympy symbol
+    sym = _op_total(from_jax(running_sum, jax.ShapeDtypeStruct((b, 64), jnp.float32)))
+    fixed = _op_total(from_jax(running_sum, jax.ShapeDtypeStruct((5, 64), jnp.float32)))
+    (steps,) = sym.flops.free_symbols
+    assert fixed.flops == 5 * 64  # one add per element per step
+    assert sym.flops.subs(steps, 5) == fixed.flops and sym.bytes.subs(steps, 5) == fixed.bytes

@@ -14,7 +14,7 @@ only empty arrays, or contracting an empty operand, is priced 0 and counted in
 sympy expressions of their names.
 
 Loops: a ``scan`` body is inlined once with every node's repeat multiplied by the scan's
-``length`` (nested scans multiply); ``fori_loop`` with static bounds traces to such a scan. A
+``length`` (nested scans multiply; a symbolic length gives a symbolic repeat); ``fori_loop`` with static bounds traces to such a scan. A
 ``while`` is scaled the same way when its trip count is static: a counter ``i`` that starts at
 a literal, is compared ``i < n`` with ``n`` a literal (or a carry passed through unchanged from
 a literal) and is advanced by ``i + 1`` in the body, i.e. ``max(0, n - i0)`` trips, its
@@ -144,8 +144,8 @@ class _Importer:
         self.empty: Counter[str] = Counter()  #: ops priced 0: they write only empty tensors
         self.env: dict[Any, tuple[str, Tensor]] = {}
         self.count = 0
-        self.repeat = 1  #: trips of the loops around the equations being read
-        self.loops: list[tuple[str, int]] = []
+        self.repeat: Any = 1  #: trips of the loops around the equations being read (an int or a sympy expr)
+        self.loops: list[tuple[str, Any]] = []
 
     def source(self, var: Any, name: str, kind: str) -> None:
         if is_empty(var.aval.shape):  # holds nothing: no node, no edge (graphs.importers.table)
@@ -164,7 +164,7 @@ class _Importer:
                 src, t = self.env[outer]
                 self.env[v] = (src, _tensor(t.name, v.aval))
 
-    def inline(self, inner: Any, ins: Sequence[Any], outs: Sequence[Any], trips: int = 1) -> None:
+    def inline(self, inner: Any, ins: Sequence[Any], outs: Sequence[Any], trips: Any = 1) -> None:
         """Read the jaxpr ``inner`` fed by the outer ``ins`` and giving the outer ``outs``, each
         of its nodes repeated ``trips`` times more."""
         inner = getattr(inner, "jaxpr", inner)
@@ -185,7 +185,9 @@ class _Importer:
         ``while`` whose trips are not known (it stays an unknown op)."""
         p = eqn.params
         if eqn.primitive.name == "scan":
-            trips = int(p["length"])
+            # a symbolic length (jax.export.symbolic_shape) repeats the body symbolically
+            length = p["length"]
+            trips: Any = int(length) if isinstance(length, int) else _dim(length)
             self.loops.append(("scan", trips))
             self.inline(p["jaxpr"], eqn.invars, eqn.outvars, trips)
             return True
