@@ -492,3 +492,34 @@ def test_jax_scan_over_a_symbolic_length_repeats_its_body_symbolically():
     (steps,) = sym.flops.free_symbols
     assert fixed.flops == 5 * 64  # one add per element per step
     assert sym.flops.subs(steps, 5) == fixed.flops and sym.bytes.subs(steps, 5) == fixed.bytes
+
+
+# ------------------------------------------------------------------ not a model
+def test_onnx_empty_file_empty_model_and_wrong_types_are_refused(tmp_path):
+    onnx = pytest.importorskip("onnx", reason="onnx extra not installed")
+    from graphs.importers import from_onnx
+    from graphs.importers.onnx import ONNXModelError
+
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")  # parses as an empty ModelProto
+    with pytest.raises(ONNXModelError, match="has no graph nodes"):
+        from_onnx(empty)
+    with pytest.raises(ONNXModelError, match="has no graph nodes"):
+        from_onnx(onnx.ModelProto())
+    for bad in (None, b"abc", 3):
+        with pytest.raises(
+            ONNXModelError, match=f"takes an onnx.ModelProto or a path to one, got {type(bad).__name__}"
+        ):
+            from_onnx(bad)
+
+
+def test_torch_importers_refuse_what_is_not_a_program():
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    from costmodel.errors import CostModelError
+    from graphs.importers import from_exported_program
+    from graphs.importers.torch_export import from_graph_module
+
+    with pytest.raises(CostModelError, match=r"takes a torch\.export\.ExportedProgram, got NoneType"):
+        from_exported_program(None)
+    with pytest.raises(CostModelError, match=r"takes a torch\.fx\.GraphModule, got Linear"):
+        from_graph_module(torch.nn.Linear(2, 2), (torch.randn(1, 2),))

@@ -32,7 +32,8 @@ and the count says so. A model that is not one raises :class:`ONNXModelError` na
 or initializer: a tensor whose element type has no costmodel dtype (INT16, UINT16/32/64, STRING,
 FLOAT4E2M1 ...; INT4 and UINT4 are ``int4``), a node reading a tensor nothing produced before it (a cycle, or nodes out of
 topological order), a node in a domain the model does not import, an initializer whose data
-does not hold its dims' elements, or a path that is not a regular file of at most
+does not hold its dims' elements, a model with no graph nodes (a 0-byte file parses as one),
+an argument that is neither a ``ModelProto`` nor a path, or a path that is not a regular file of at most
 :data:`MAX_MODEL_BYTES`.
 
 External data: a model loaded from a path is read without its external data (costs need
@@ -298,8 +299,16 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
         The cost graph; ``graph.graph["unknown_ops"]`` counts what was not costed.
     """
     onnx = _onnx()
+    what = "ONNX model"
     if isinstance(model, str | os.PathLike):
+        what = f"ONNX model {os.fspath(model)[:200]!r}"
         model = _load(onnx, os.fspath(model))
+    elif not isinstance(model, onnx.ModelProto):
+        raise ONNXModelError(
+            f"from_onnx takes an onnx.ModelProto or a path to one, got {type(model).__name__}"
+        )
+    if not model.HasField("graph") or not model.graph.node:  # a 0-byte file parses as an empty model
+        raise ONNXModelError(f"{what} has no graph nodes: nothing to cost (an empty or truncated file?)")
     _check_graph(model)
     source = model  # its initializers, as given (external ones stay unread)
     # the exporter's own value_info keeps symbolic sizes (``s70 + 1``) that re-inference can lose:

@@ -209,6 +209,10 @@ def from_exported_program(
         The cost graph; ``graph.graph["unknown_ops"]`` counts the unmapped ops by name.
     """
     torch = require_torch()
+    if not isinstance(ep, torch.export.ExportedProgram):
+        raise CostModelError(
+            f"from_exported_program takes a torch.export.ExportedProgram, got {type(ep).__name__}"
+        )
     kinds: dict[str, str] = {}
     for spec in ep.graph_signature.input_specs:
         kind = spec.kind
@@ -255,6 +259,8 @@ def from_graph_module(
         The cost graph.
     """
     torch = require_torch()
+    if not isinstance(gm, torch.fx.GraphModule):
+        raise CostModelError(f"from_graph_module takes a torch.fx.GraphModule, got {type(gm).__name__}")
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
