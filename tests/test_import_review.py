@@ -523,3 +523,50 @@ def test_torch_importers_refuse_what_is_not_a_program():
         from_exported_program(None)
     with pytest.raises(CostModelError, match=r"takes a torch\.fx\.GraphModule, got Linear"):
         from_graph_module(torch.nn.Linear(2, 2), (torch.randn(1, 2),))
+
+
+# ------------------------------------------------------------------ dims keys that name nothing
+def test_torch_dims_key_that_names_no_input_is_refused():
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    from torch.export import Dim
+
+    from costmodel.errors import CostModelError
+    from graphs.importers import from_exported_program
+
+    class Proj(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(64, 64))
+
+        def forward(self, a):
+            return a @ self.w
+
+    ep = torch.export.export(Proj(), (torch.randn(8, 64),), dynamic_shapes={"a": {0: Dim("T")}})
+    g = from_exported_program(ep, dims={"a": ("T",)})
+    (node,) = _gemms(g)
+    assert {str(s) for s in node[COST].flops.free_symbols} == {"T"}  # 2 * T * 64 * 64 in the caller's name
+    with pytest.raises(CostModelError, match=r"dims names 'x', but the program's tensor inputs are: a$"):
+        from_exported_program(ep, dims={"x": ("T",)})
+
+
+def test_onnx_dims_key_that_names_no_dim_param_is_refused():
+    pytest.importorskip("onnx", reason="onnx extra not installed")
+    from onnx import TensorProto, helper
+
+    from graphs.importers import from_onnx
+    from graphs.importers.onnx import ONNXModelError
+
+    vi = helper.make_tensor_value_info
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("MatMul", ["A", "W"], ["Y"])],
+            "g",
+            [vi("A", TensorProto.FLOAT, ["s0", 64]), vi("W", TensorProto.FLOAT, [64, 8])],
+            [vi("Y", TensorProto.FLOAT, ["s0", 8])],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    (node,) = _gemms(from_onnx(model, dims={"s0": "T"}))
+    assert {str(s) for s in node[COST].flops.free_symbols} == {"T"}
+    with pytest.raises(ONNXModelError, match="dims names 's1', but the model's symbolic dimensions"):
+        from_onnx(model, dims={"s1": "T"})

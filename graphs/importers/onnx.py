@@ -289,7 +289,8 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
     model : onnx.ModelProto, str or Path
         The model, or a path to a ``.onnx`` file (at most :data:`MAX_MODEL_BYTES`).
     dims : mapping of str to str, optional
-        ``dim_param`` name -> our dimension name (``{"s72": "B"}``); None: the file's names.
+        ``dim_param`` name -> our dimension name (``{"s72": "B"}``); None: the file's names. A key
+        that names no ``dim_param`` of the model is refused.
     strict : bool, default False
         Raise on an unmapped op, or a node shape inference could not size, instead of counting it.
 
@@ -321,6 +322,13 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
     value_info = [original.get(vi.name, vi) for vi in inferred.graph.value_info]
     value_info += [vi for name, vi in original.items() if name not in {v.name for v in value_info}]
     model = inferred
+    named = _dim_names([*source.graph.input, *source.graph.value_info, *source.graph.output, *value_info])
+    stray = [k for k in (dims or {}) if k not in named]
+    if stray:  # a typo would leave the file's names in every cost, unbound by the caller's
+        shown = ", ".join(sorted(named)[:20]) or "none"
+        raise ONNXModelError(
+            f"dims names {stray[0]!r}, but the model's symbolic dimensions (dim_param) are: {shown}"
+        )
     rename = {k: dim(v) for k, v in (dims or {}).items()}
     g = nx.DiGraph()
     shapes: dict[str, Tensor] = {}
@@ -444,6 +452,19 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
     g.graph[G_UNKNOWN_OPS] = dict(unknown)
     g.graph[G_EMPTY_OPS] = dict(empty_ops)
     return g
+
+
+def _dim_names(infos: Any) -> set[str]:
+    """Every ``dim_param`` of ``infos`` and each name inside one (``s70`` of ``s70 + 1``)."""
+    out: set[str] = set()
+    for vi in infos:
+        if not vi.type.HasField("tensor_type"):
+            continue
+        for d in vi.type.tensor_type.shape.dim:
+            if d.dim_param:
+                out.add(d.dim_param)
+                out.update(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", d.dim_param))
+    return out
 
 
 def _complete(name: str, found: tuple[list[sympy.Expr | None], str], inputs: list[Tensor]) -> Tensor:

@@ -161,6 +161,11 @@ def import_graph_module(
     torch = require_torch()
     imp = _Importer(dims, masked_sdpa_is_causal, strict)
     nodes = list(gm.graph.nodes)
+    inputs = [n.name for n in nodes if n.op == "placeholder"]
+    stray = [k for k in imp.dims if k not in inputs]
+    if stray:  # a typo would leave torch's own symbols in every cost, unbound by the caller's names
+        shown = ", ".join(n for n in inputs if placeholders.get(n, "input") == "input") or "none"
+        raise CostModelError(f"dims names {stray[0]!r}, but the program's tensor inputs are: {shown}")
     for n in nodes:
         if n.op == "placeholder":
             imp.learn_symbols(n.name, n.meta.get("val"))
@@ -197,7 +202,7 @@ def from_exported_program(
         The program (before or after ``run_decompositions()``).
     dims : mapping of str to sequence of str or None, optional
         User input name -> a name per dimension (``{"input_ids": ("B", "S")}``); None keeps
-        torch's symbol for that dimension.
+        torch's symbol for that dimension. A key that names no input is refused.
     masked_sdpa_is_causal : bool, default False
         Count an SDPA with an explicit mask as causal (half the score work).
     strict : bool, default False
@@ -247,7 +252,7 @@ def from_graph_module(
     example_inputs : sequence
         Tensors (or fake tensors) its placeholders take, in order.
     dims : mapping of str to sequence of str or None, optional
-        Placeholder name -> a name per dimension.
+        Placeholder name -> a name per dimension; a key that names no placeholder is refused.
     masked_sdpa_is_causal : bool, default False
         Count an SDPA with an explicit mask as causal.
     strict : bool, default False
