@@ -570,3 +570,32 @@ def test_onnx_dims_key_that_names_no_dim_param_is_refused():
     assert {str(s) for s in node[COST].flops.free_symbols} == {"T"}
     with pytest.raises(ONNXModelError, match="dims names 's1', but the model's symbolic dimensions"):
         from_onnx(model, dims={"s1": "T"})
+
+
+# ------------------------------------------------------------------ torch.fx symbolic traces
+def test_fx_python_operators_are_costed_as_their_aten_ops_and_modules_named_by_class():
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    from graphs.importers import from_exported_program
+    from graphs.importers.torch_export import from_graph_module
+
+    class ConvHalf(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = torch.nn.Conv1d(8, 8, 3)
+
+        def forward(self, a):
+            y = self.c(a) / 2.0
+            y += a[..., :14]
+            return y
+
+    x = torch.randn(2, 8, 16)
+    fx = from_graph_module(torch.fx.symbolic_trace(ConvHalf()), [x])
+    ex = from_exported_program(torch.export.export(ConvHalf(), (x,)))
+    assert fx.graph["unknown_ops"] == {"Conv1d": 1}  # the op, not the attribute 'c'
+    n = 2 * 8 * 14  # the conv's output elements
+    for g in (fx, ex):
+        ew = sorted(
+            (d[COST].flops, d[COST].bytes) for _, d in g.nodes(data=True) if d.get(OP) == "elementwise"
+        )
+        # y / 2: one op per element, fp32 read and written; y += a: two fp32 reads and a write
+        assert ew == [(n, 2 * 4 * n), (n, 3 * 4 * n)]

@@ -3,8 +3,9 @@
 Each FX node is described as an :class:`~graphs.importers.table.OpView`
 (inputs, FakeTensor outputs, scalar arguments, contiguity) and costed by the
 mapper the shared table holds for its ATen name (:mod:`graphs.importers.ops`).
-``call_module`` / ``call_method`` nodes of plain ``torch.fx`` traces are
-normalised to ATen names first.
+``call_module`` / ``call_method`` nodes of plain ``torch.fx`` traces, and the Python
+``operator`` functions they record for ``x / y``, ``x += y`` ..., are normalised to ATen
+names first; an unmapped module is counted by its class name.
 """
 
 from __future__ import annotations
@@ -39,8 +40,45 @@ TORCH_DTYPES = {
 }
 
 
+#: Python's ``operator`` functions a plain ``torch.fx`` trace records for ``x / y``, ``x += y``
+#: ..., by the ATen name of the op they run
+_PY_OPERATORS = {
+    "add": "add",
+    "iadd": "add",
+    "sub": "sub",
+    "isub": "sub",
+    "mul": "mul",
+    "imul": "mul",
+    "truediv": "div",
+    "itruediv": "div",
+    "floordiv": "floor_divide",
+    "ifloordiv": "floor_divide",
+    "mod": "remainder",
+    "imod": "remainder",
+    "pow": "pow",
+    "ipow": "pow",
+    "neg": "neg",
+    "abs": "abs",
+    "matmul": "matmul",
+    "imatmul": "matmul",
+    "and_": "bitwise_and",
+    "iand": "bitwise_and",
+    "or_": "bitwise_or",
+    "ior": "bitwise_or",
+    "invert": "bitwise_not",
+    "lt": "lt",
+    "le": "le",
+    "gt": "gt",
+    "ge": "ge",
+    "eq": "eq",
+    "ne": "ne",
+}
+
+
 def _op_name(target: Any) -> str:
     name = getattr(target, "__name__", str(target))
+    if getattr(target, "__module__", None) in ("_operator", "operator") and name in _PY_OPERATORS:
+        return _PY_OPERATORS[name]
     packet = getattr(target, "_overloadpacket", None)
     if packet is not None:
         name = packet.__name__
@@ -155,12 +193,17 @@ def call_node(imp: Any, n: Any, torch: Any, gm: Any = None) -> None:
         name = "to" if n.target in _METHOD_CASTS else str(n.target)
     else:
         name = _op_name(n.target)
+    src = n.args[0].meta.get("val") if n.args and hasattr(n.args[0], "meta") else None
+    if name == "getitem" and isinstance(val, torch.Tensor) and isinstance(src, torch.Tensor):
+        name = "__getitem__"  # x[..., :k] of a plain fx trace: indexing a tensor, a view
     if name == "getitem" or (name == "__getitem__" and not isinstance(val, torch.Tensor)):
         return
     vals = val if isinstance(val, (list, tuple)) else [val]
     outs = [imp.tensor(f"{n.name}.{i}" if len(vals) > 1 else n.name, v) for i, v in enumerate(vals)]
     ins = imp.refs((n.args, n.kwargs))
     mapper = lookup("aten", name)
+    if mapper is None and name.endswith("_") and not name.endswith("__"):
+        mapper = lookup("aten", name[:-1])  # an in-place variant (add_, mul_) costs as its op
     if mapper is inplace_update and all(t is None for t in outs) and ins:
         # `dest[idx] = value` returns nothing: the op's result is the updated slice
         outs = [Tensor(n.name, ins[-1][1].shape, ins[0][1].dtype)]
@@ -185,8 +228,10 @@ def call_node(imp: Any, n: Any, torch: Any, gm: Any = None) -> None:
         masked_causal=imp.masked_causal,
     )
     if mapper is None:
+        # a called module is named by its class (Conv1d), not by its attribute path ('c')
+        what = name if n.op == "call_module" else str(n.target)
         if imp.strict:
-            raise CostModelError(f"no cost mapping for {n.target} (node {n.name!r})")
-        imp.unknown[str(n.target)] += 1
+            raise CostModelError(f"no cost mapping for {what} (node {n.name!r})")
+        imp.unknown[what] += 1
         mapper = unknown_node
     imp.add_op(n, mapper(v), outs_t)

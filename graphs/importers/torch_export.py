@@ -129,7 +129,8 @@ class _Importer:
 
         def walk(a: Any) -> None:
             if isinstance(a, fx.Node):
-                if a.op == "call_function" and getattr(a.target, "__name__", "") == "getitem":
+                tuple_item = a.name not in self.out  # a tensor's x[i] is costed as a view, with an output
+                if tuple_item and a.op == "call_function" and getattr(a.target, "__name__", "") == "getitem":
                     src, idx = a.args
                     ts = self.out.get(src.name, [])
                     picked = ts[idx] if isinstance(idx, int) and idx < len(ts) else None
