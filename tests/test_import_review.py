@@ -599,3 +599,17 @@ def test_fx_python_operators_are_costed_as_their_aten_ops_and_modules_named_by_c
         )
         # y / 2: one op per element, fp32 read and written; y += a: two fp32 reads and a write
         assert ew == [(n, 2 * 4 * n), (n, 3 * 4 * n)]
+
+
+# ------------------------------------------------------------------ low: prims casts, Gemm transA
+def test_prims_convert_element_type_is_a_cast():
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    from graphs.importers.torch_export import from_graph_module
+
+    fx = torch.fx.Graph()
+    x = fx.placeholder("x")
+    fx.output(fx.call_function(torch.ops.prims.convert_element_type.default, (x, torch.float16)))
+    g = from_graph_module(torch.fx.GraphModule(torch.nn.Module(), fx), (torch.randn(4, 8),))
+    assert g.graph["unknown_ops"] == {}
+    (node,) = [d for _, d in g.nodes(data=True) if d.get(OP) == "copy"]
+    assert node[COST].bytes == 32 * 4 + 32 * 2  # 32 fp32 values read, 32 fp16 written

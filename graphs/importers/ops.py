@@ -410,7 +410,11 @@ def reshape(v: OpView) -> Mapped:
     return view(v) if v.contiguous or not v.ins else copy(v)
 
 
-@register_import(aten=("to", "_to_copy", "type", "to_copy"), onnx="Cast", jax="convert_element_type")
+@register_import(
+    aten=("to", "_to_copy", "type", "to_copy", "convert_element_type"),
+    onnx="Cast",
+    jax="convert_element_type",
+)
 def cast(v: OpView) -> Mapped:
     """A copy when the dtype changes, else free."""
     if v.ins and v.ins[0][1].dtype != v.out.dtype:
