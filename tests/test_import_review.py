@@ -613,3 +613,26 @@ def test_prims_convert_element_type_is_a_cast():
     assert g.graph["unknown_ops"] == {}
     (node,) = [d for _, d in g.nodes(data=True) if d.get(OP) == "copy"]
     assert node[COST].bytes == 32 * 4 + 32 * 2  # 32 fp32 values read, 32 fp16 written
+
+
+@pytest.mark.parametrize("trans_a", [0, 1])
+def test_onnx_gemm_trans_a_reads_m_and_k_from_the_transposed_operand(trans_a):
+    pytest.importorskip("onnx", reason="onnx extra not installed")
+    from onnx import TensorProto, helper
+
+    from graphs.importers import from_onnx
+
+    m, k, n = 4, 64, 8
+    vi = helper.make_tensor_value_info
+    model = helper.make_model(
+        helper.make_graph(
+            [helper.make_node("Gemm", ["A", "W"], ["Y"], transA=trans_a)],
+            "g",
+            [vi("A", TensorProto.FLOAT, [k, m] if trans_a else [m, k]), vi("W", TensorProto.FLOAT, [k, n])],
+            [vi("Y", TensorProto.FLOAT, [m, n])],
+        ),
+        opset_imports=[helper.make_opsetid("", 17)],
+    )
+    (node,) = _gemms(from_onnx(model))
+    assert (node[PARAMS]["M"], node[PARAMS]["N"], node[PARAMS]["K"]) == (m, n, k)
+    assert node[COST].flops == 2 * m * n * k

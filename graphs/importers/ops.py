@@ -170,12 +170,15 @@ def pow_(v: OpView) -> Mapped:
 
 
 # ------------------------------------------------------------------ matmuls
-def _matmul(v: OpView, refs: list[tuple[str, Tensor]], *, trans_b: bool, bias: bool) -> Mapped:
+def _matmul(
+    v: OpView, refs: list[tuple[str, Tensor]], *, trans_b: bool, bias: bool, trans_a: bool = False
+) -> Mapped:
     """``[..., M, K] x [K, N]`` (``[N, K]`` when ``trans_b``) -> ``gemm``; a batched right operand
     -> ``batched_gemm`` over the output's leading dims. A 1-D operand is a vector, as numpy's and
-    torch's ``matmul`` read it: a 1-D right operand has ``N = 1``, a 1-D left one ``M = 1``."""
+    torch's ``matmul`` read it: a 1-D right operand has ``N = 1``, a 1-D left one ``M = 1``.
+    ``trans_a`` (ONNX ``Gemm``'s ``transA``): the left operand is ``[K, M]``."""
     a, b = refs[0][1], refs[1][1]
-    k = a.shape[-1]
+    k = a.shape[-2] if trans_a and len(a.shape) == 2 else a.shape[-1]
     if len(b.shape) == 1:  # matrix x vector: [..., M, K] x [K] -> [..., M]
         n: sympy.Expr = sympy.Integer(1)
     else:
@@ -208,7 +211,13 @@ def addmm(v: OpView) -> Mapped:  # bias + a @ b: the bias comes first in ATen
 
 @register_import(onnx="Gemm")
 def gemm(v: OpView) -> Mapped:  # alpha * A' @ B' + beta * C
-    return _matmul(v, v.ins, trans_b=v.scalar(None, "transB", 0) == 1, bias=len(v.ins) > 2)
+    return _matmul(
+        v,
+        v.ins,
+        trans_b=v.scalar(None, "transB", 0) == 1,
+        bias=len(v.ins) > 2,
+        trans_a=v.scalar(None, "transA", 0) == 1,
+    )
 
 
 # ---------------------------------------------------------------- attention
