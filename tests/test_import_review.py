@@ -636,3 +636,22 @@ def test_onnx_gemm_trans_a_reads_m_and_k_from_the_transposed_operand(trans_a):
     (node,) = _gemms(from_onnx(model))
     assert (node[PARAMS]["M"], node[PARAMS]["N"], node[PARAMS]["K"]) == (m, n, k)
     assert node[COST].flops == 2 * m * n * k
+
+
+# ------------------------------------------------------------------ low: JAX coverage
+def test_jax_exact_gelu_expm1_log1p_update_slice_and_random_are_costed_or_counted():
+    jax = pytest.importorskip("jax", reason="jax extra not installed")
+    import jax.numpy as jnp
+
+    from graphs.importers import from_jax
+
+    assert from_jax(lambda x: jax.nn.gelu(x, approximate=False), jnp.ones((4, 8))).graph["unknown_ops"] == {}
+    g = from_jax(lambda x: jnp.expm1(x) + jnp.log1p(x), jnp.ones((4, 8)))
+    sfu = {d["frontend_op"]: d[COST].flops_on("sfu") for _, d in g.nodes(data=True) if d.get(OP)}
+    assert g.graph["unknown_ops"] == {} and sfu["expm1"] == sfu["log1p"] == 32  # one transcendental each
+    g = from_jax(lambda a, u: jax.lax.dynamic_update_slice(a, u, (3,)), jnp.ones(16), jnp.ones(4))
+    (node,) = [d for _, d in g.nodes(data=True) if d.get("frontend_op") == "dynamic_update_slice"]
+    assert node[COST].bytes == 4 * 4 + 4 * 4  # the 4 fp32 values of the update read and written
+    # a program drawing random numbers imports; what the table does not map is counted by name
+    g = from_jax(lambda k: jax.random.normal(k, (8,)), jax.random.PRNGKey(0))
+    assert g.graph["unknown_ops"].get("random_bits") == 1

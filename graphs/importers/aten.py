@@ -32,6 +32,10 @@ TORCH_DTYPES = {
     "int32": "int32",
     "int8": "int8",
     "uint8": "uint8",
+    # unsigned integers wider than a byte, priced as the signed integer of their width (the same
+    # bytes): jax.random's uint32 keys and bits, the uint64 seeds of CUDA's flash attention
+    "uint32": "int32",
+    "uint64": "int64",
     "bool": "bool",
     "float8_e4m3fn": "fp8_e4m3",
     "float8_e5m2": "fp8_e5m2",

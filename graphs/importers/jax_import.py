@@ -132,9 +132,13 @@ def _dim(d: Any) -> sympy.Expr:
 
 def _tensor(name: str, aval: Any) -> Tensor:
     dtype = TORCH_DTYPES.get(str(aval.dtype))  # numpy's dtype names, which torch and jax share
+    shape = tuple(aval.shape)
+    key_shape = getattr(getattr(aval.dtype, "_impl", None), "key_shape", None)
+    if dtype is None and key_shape is not None:  # a typed PRNG key (key<fry>): its uint32 words
+        dtype, shape = TORCH_DTYPES["uint32"], (*shape, *key_shape)
     if dtype is None:
         raise CostModelError(f"jax dtype {aval.dtype} of {name} has no costmodel dtype")
-    return Tensor(name, tuple(_dim(d) for d in aval.shape), dtype)
+    return Tensor(name, tuple(_dim(d) for d in shape) or (sympy.Integer(1),), dtype)
 
 
 class _Importer:

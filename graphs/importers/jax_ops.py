@@ -13,7 +13,7 @@ from costmodel.keys import Role
 from .ops import elementwise_mapped, numel
 from .table import Mapped, OpView, register_import
 
-__all__ = ["logistic", "integer_pow", "dot_general"]
+__all__ = ["logistic", "integer_pow", "dot_general", "dynamic_update_slice"]
 
 
 @register_import(jax="logistic")
@@ -46,3 +46,13 @@ def dot_general(v: OpView) -> Mapped:
     if batch == 1:
         return Mapped("gemm", {"M": m, "N": n, "K": k, **dtypes, "bias": False}, v.ins, role=Role.LINEAR)
     return Mapped("batched_gemm", {"batch": batch, "M": m, "N": n, "K": k, **dtypes}, v.ins)
+
+
+@register_import(jax="dynamic_update_slice")
+def dynamic_update_slice(v: OpView) -> Mapped:
+    """``operand.at[idx].set(update)``: charges the update (read and written), not the operand
+    it lands in (updated in place) nor the scalar start indices, as ATen's in-place updates."""
+    operand, update = v.ins[0][1], v.ins[1][1]
+    params = {"elements": numel(update), "dtype": update.dtype.name, "out_dtype": operand.dtype.name}
+    free = {i: 0 for i in range(len(v.ins)) if i != 1}
+    return Mapped("copy", params, v.ins, free, role=Role.VIEW)

@@ -86,6 +86,9 @@ _ELEMENTWISE: dict[str, tuple[tuple[int, int], str | None]] = {
     "tanh": ((0, 1), "Tanh"),
     "erf": ((0, 1), "Erf"),
     "exp2": ((0, 1), None),
+    "expm1": ((0, 1), None),
+    "log1p": ((0, 1), None),
+    "erfc": ((0, 1), None),
     "log2": ((0, 1), None),
     "sigmoid": ((3, 1), "Sigmoid"),  # 1 / (1 + exp(-x)): negate, add, reciprocal + exp
     "silu": ((3, 1), None),  # x / (1 + exp(-x))
@@ -153,6 +156,10 @@ _JAX_ELEMENTWISE: dict[str, str] = {
     "sqrt": "sqrt",
     "sin": "sin",
     "cos": "cos",
+    "erf": "erf",
+    "erfc": "erfc",  # jax.nn.gelu(approximate=False)
+    "expm1": "expm1",
+    "log1p": "log1p",
 }
 _JAX_BY_ATEN = {a: j for j, a in _JAX_ELEMENTWISE.items()}
 
@@ -162,7 +169,7 @@ for _aten, (_ops, _onnx) in _ELEMENTWISE.items():
     )
 
 
-@register_import(aten="pow", onnx="Pow")
+@register_import(aten="pow", onnx="Pow", jax="pow")
 def pow_(v: OpView) -> Mapped:
     e = v.scalar(1, "exponent")
     ops = POW_OPS.get(float(e), _POW_GENERAL) if isinstance(e, (int, float)) else _POW_GENERAL
