@@ -90,12 +90,14 @@ def _sdpa_overloads(torch):
     return [
         (aten.scaled_dot_product_attention.default, (None, 0.0, True)),
         (aten._scaled_dot_product_flash_attention_for_cpu.default, (0.0, True)),
+        # CUDA's flash kernel: its uint64 philox seeds are priced as int64, not refused
+        (aten._scaled_dot_product_flash_attention.default, (0.0, True)),
         (aten._scaled_dot_product_efficient_attention.default, (None, False, 0.0, True)),
         (aten._scaled_dot_product_cudnn_attention.default, (None, False, 0.0, True)),
     ]
 
 
-@pytest.mark.parametrize("which", range(4))
+@pytest.mark.parametrize("which", range(5))
 def test_sdpa_overloads_read_is_causal_at_their_own_position(which):
     torch = pytest.importorskip("torch", reason="torch extra not installed")
     from graphs.importers import from_graph_module
