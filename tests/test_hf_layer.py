@@ -48,6 +48,8 @@ def test_tiny_llama_layer_matmuls_and_a_certified_plan():
         "batch": 1,
         "seq": 8,
         "ctx": 0,
+        "window": None,  # a full-attention layer (Llama has no sliding window)
+        "cached": 0,  # a prefill caches nothing before its prompt
     }
 
 
