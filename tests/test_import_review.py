@@ -657,3 +657,32 @@ def test_jax_exact_gelu_expm1_log1p_update_slice_and_random_are_costed_or_counte
     # a program drawing random numbers imports; what the table does not map is counted by name
     g = from_jax(lambda k: jax.random.normal(k, (8,)), jax.random.PRNGKey(0))
     assert g.graph["unknown_ops"].get("random_bits") == 1
+
+
+def test_a_layout_torch_cannot_decide_is_said_once(monkeypatch):
+    """Where torch cannot decide a reshape input's layout (a data-dependent size), the importer
+    takes it as a contiguous view: an assumption, said once on the notes and listed in the graph.
+    Which reshapes reach it is torch's to decide; the path is forced here for one reshape."""
+    torch = pytest.importorskip("torch", reason="torch extra not installed")
+    from costmodel import notes
+    from graphs.importers import aten
+    from graphs.importers.torch_export import from_exported_program
+
+    def undecided(imp, n, val, torch):
+        imp.assumed_contiguous.append(n.name)
+        return True
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x.reshape(4, 8) * 2
+
+    monkeypatch.setattr(aten, "_contiguous", undecided)
+    notes.clear()
+    g = from_exported_program(torch.export.export(M(), (torch.ones(32),)))
+    listed = g.graph["assumed_contiguous"]
+    assert len(listed) == 1
+    said = [s for s in notes.said() if "taken as contiguous views" in s]
+    assert said == [
+        f"note: 1 reshape(s) of a data-dependent size ({listed[0]}) taken as contiguous views (torch "
+        "could not decide their layout): a copy, if one runs, is not priced"
+    ]

@@ -181,6 +181,14 @@ def import_graph_module(
     g.graph[G_UNKNOWN_OPS] = dict(imp.unknown)
     g.graph[G_EMPTY_OPS] = dict(imp.empty)
     g.graph["assumed_contiguous"] = list(imp.assumed_contiguous)
+    if imp.assumed_contiguous:  # an assumption: said once, as every substitution is
+        from costmodel.notes import say
+
+        first = ", ".join(imp.assumed_contiguous[:3])
+        say(
+            f"{len(imp.assumed_contiguous)} reshape(s) of a data-dependent size ({first}) taken as "
+            "contiguous views (torch could not decide their layout): a copy, if one runs, is not priced"
+        )
     g.graph[G_SYMBOLS] = {str(k): str(v) for k, v in imp.rename.items()}
     return g
 
