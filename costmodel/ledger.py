@@ -54,7 +54,16 @@ from .expr import to_expr
 from .ledger_solve import GIB, LedgerFit, solve_capacity
 from .symbols import check_dim, dim, quantity
 
-__all__ = ["MemoryLedger", "Overhead", "LedgerTerms", "max_batch", "max_context", "LedgerFit", "GIB"]
+__all__ = [
+    "MemoryLedger",
+    "Overhead",
+    "LedgerTerms",
+    "max_batch",
+    "max_context",
+    "LedgerFit",
+    "GIB",
+    "check_overhead",
+]
 
 
 _POLICIES = ("fraction_of_sum", "fraction_of_total", "fraction_of_free")
@@ -102,6 +111,32 @@ class LedgerTerms:
         }
 
 
+def check_overhead(overhead: Any) -> Overhead:
+    """``overhead`` if it is an :class:`Overhead`, else a one-line refusal naming its type and value
+    (the ledger's one check, also run before a caller keys a memo by it).
+
+    Parameters
+    ----------
+    overhead : Overhead
+        The reserve policy given.
+
+    Returns
+    -------
+    Overhead
+
+    Raises
+    ------
+    CostModelError
+        When it is anything else (``0``, ``0.1``, a dict).
+    """
+    if not isinstance(overhead, Overhead):
+        raise CostModelError(
+            "overhead must be an Overhead (e.g. Overhead('fraction_of_sum', 0.1)), got "
+            f"{type(overhead).__name__} {overhead!r:.40}"
+        )
+    return overhead
+
+
 @dataclass(frozen=True)
 class MemoryLedger:
     """Per-device memory needs of a model being served (module doc)."""
@@ -115,11 +150,7 @@ class MemoryLedger:
     state_bytes_per_sequence: Any = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.overhead, Overhead):
-            raise CostModelError(
-                "overhead must be an Overhead (e.g. Overhead('fraction_of_sum', 0.1)), got "
-                f"{type(self.overhead).__name__} {self.overhead!r:.40}"
-            )
+        check_overhead(self.overhead)
         for f in (
             "weights_bytes",
             "kv_bytes_per_token",

@@ -168,9 +168,7 @@ def test_capacity_refuses_an_overhead_that_is_not_one(bad):
     capacity(overhead=0) was read as no overhead; each is now one line naming it."""
     from graphs.serving.step.ledger_fit import capacity
 
-    with pytest.raises(
-        CostModelError, match=rf"^overhead must be a costmodel Overhead .* got {type(bad).__name__} "
-    ):
+    with pytest.raises(CostModelError, match=rf"^overhead must be an Overhead .*, got {type(bad).__name__} "):
         capacity("tiny", "h100", batch=1, ctx=16, overhead=bad)
 
 

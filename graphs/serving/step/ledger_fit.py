@@ -23,7 +23,7 @@ from costmodel.frontier import compile_expr
 from costmodel.graph import KIND, OUTPUTS, graph_total
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import COST, REPEAT, ROLE, NodeKind, Phase, Role
-from costmodel.ledger import MemoryLedger, Overhead, max_batch, max_context
+from costmodel.ledger import MemoryLedger, Overhead, check_overhead, max_batch, max_context
 from costmodel.ledger_solve import LedgerFit
 from costmodel.memo import BoundedCache
 from costmodel.symbols import B as B_sym
@@ -204,14 +204,7 @@ def checked_overhead(overhead: Any) -> Overhead:
     CostModelError
         When ``overhead`` is neither.
     """
-    if overhead is None:
-        return Overhead()
-    if not isinstance(overhead, Overhead):
-        raise CostModelError(
-            f"overhead must be a costmodel Overhead (for example Overhead(fraction=0.1)) or None, got "
-            f"{type(overhead).__name__} {repr(overhead)[:80]}"
-        )
-    return overhead
+    return Overhead() if overhead is None else check_overhead(overhead)
 
 
 #: ledgers built so far in this process, per (config, phase, seq, tp, overhead, activations)
