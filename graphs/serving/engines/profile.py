@@ -729,8 +729,10 @@ class EngineProfile:
         Returns
         -------
         EngineConfig
-            ``scheduler_policy`` is left None: the policy travels with :meth:`overheads`, which
-            every run of this profile takes (:meth:`overheads` with ``terms=False`` for the bound).
+            ``scheduler_policy`` is the profile's policy when it is not vLLM's ``recompute`` (the
+            simulator's default, left None so a recompute engine's config stays as it was), so a
+            run of this config schedules as the engine does whatever overheads it takes (none, a
+            fit's, or :meth:`overheads`, which carries the policy too).
             The ``device`` rule leaves ``num_blocks`` to the simulator, which sizes the pool by
             the same rule from its own ledger (a draft model's included); the ``free`` rule sets
             it from ``pool`` (a speculative draft's weights are not in it).
@@ -777,6 +779,8 @@ class EngineProfile:
             extra["new_token_ratio"] = self.new_token_ratio
         if self.dp_load_balance != "score":
             extra["dp_load_balance"] = self.dp_load_balance
+        if self.policy != "recompute":  # the scheduler travels with the config, not only the overheads
+            extra["scheduler_policy"] = self.policy
         if self.kv_rule == "device" and self.policy != "guaranteed_no_evict":
             return EngineConfig(
                 max_num_seqs=self.max_num_seqs,
