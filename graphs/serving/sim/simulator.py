@@ -925,13 +925,23 @@ def simulate(
     # every time relative to the first arrival: absolute timestamps (1e9 s of Unix time, 1e15 ...)
     # would otherwise leave TTFTs and TPOTs below the floating-point spacing of the clock
     seqs = [Seq(r if t0 == 0 else dataclasses.replace(r, arrival_s=r.arrival_s - t0)) for r in requests]
+    # without chunked prefill a prompt is computed in one iteration: under recompute a preempted
+    # sequence's prompt and output so far (vLLM), under guaranteed_no_evict only its prompt, never
+    # preempted (TensorRT-LLM's MicroBatchScheduler counts a context's remaining length alone)
+    no_evict = replicas[0].no_evict
     for s in seqs:
-        if not cfg.enable_chunked_prefill and s.req.prompt + s.req.output > cfg.max_num_batched_tokens:
-            raise CostModelError(
-                f"request {s.req.rid} ({s.req.prompt} + {s.req.output} tokens) is longer than "
-                f"max_num_batched_tokens ({cfg.max_num_batched_tokens}): without chunked prefill a "
-                "(re)computed prompt must fit one iteration (as vLLM requires)"
+        one = s.req.prompt if no_evict else s.req.prompt + s.req.output
+        if not cfg.enable_chunked_prefill and one > cfg.max_num_batched_tokens:
+            what = (
+                f"{s.req.prompt} prompt tokens) is longer than max_num_batched_tokens "
+                f"({cfg.max_num_batched_tokens}): without chunked prefill a prompt must fit one iteration "
+                "(as TensorRT-LLM's scheduler requires)"
+                if no_evict
+                else f"{s.req.prompt} + {s.req.output} tokens) is longer than max_num_batched_tokens "
+                f"({cfg.max_num_batched_tokens}): without chunked prefill a (re)computed prompt must fit "
+                "one iteration (as vLLM requires)"
             )
+            raise CostModelError(f"request {s.req.rid} ({what}")
         if not front[0].fits_ever(s):
             raise CostModelError(
                 f"request {s.req.rid} ({s.req.prompt} + {s.req.output} tokens) needs more KV blocks than a "
