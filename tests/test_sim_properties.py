@@ -114,3 +114,15 @@ def test_conservation_and_skipping_on_random_small_runs(
     loop = simulate(M, D, reqs, engine=cfg, skip=False)
     np.testing.assert_array_equal(loop.per_request["e2e_s"], e2e)
     assert loop.preemptions == res.preemptions
+
+
+def test_one_acceptance_rate_holds_for_every_position_as_the_command_reads_it():
+    from graphs.serving.sim.specdec_sim import SpecConfig
+
+    cli = SpecConfig.parse("ngram", 3, "0.7")  # --spec-accept 0.7 with --spec-k 3
+    assert cli.accept == (0.7, 0.7, 0.7)
+    assert SpecConfig("ngram", 3, 0.7).accept == SpecConfig("ngram", 3, (0.7,)).accept == cli.accept
+    with pytest.raises(CostModelError, match="must be one rate in \\[0, 1\\] or k of them, got str 'x'"):
+        SpecConfig("ngram", 3, "x")  # type: ignore[arg-type]
+    with pytest.raises(CostModelError, match="has 2 per-position rate\\(s\\) for k = 3"):
+        SpecConfig("ngram", 3, (0.7, 0.6))

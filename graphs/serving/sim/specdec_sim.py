@@ -99,7 +99,8 @@ PROPOSERS = ("mtp", "ngram")
 @dataclass(frozen=True)
 class SpecConfig(Result):
     """What drafts (a catalog model name or config path, ``mtp`` or ``ngram``), how many tokens
-    ``k`` per step, and the conditional acceptance ``accept[j]`` of position ``j + 1``."""
+    ``k`` per step, and the conditional acceptance ``accept[j]`` of position ``j + 1`` (one rate,
+    a number or a 1-tuple, holds for every position, as ``--spec-accept A``)."""
 
     draft: str
     k: int
@@ -112,6 +113,17 @@ class SpecConfig(Result):
             raise CostModelError(
                 f"k (--spec-k) must be a whole number of drafted tokens in [1, {K_MAX_LIMIT}], got {self.k!r}"
             )
+        accept: object = self.accept
+        if isinstance(accept, int | float) and not isinstance(accept, bool):
+            accept = (accept,)  # one rate for every position, as --spec-accept A
+        if not isinstance(accept, tuple | list):
+            raise CostModelError(
+                f"acceptance (--spec-accept) must be one rate in [0, 1] or k of them, got {type(accept).__name__} "
+                f"{repr(accept)[:40]}"
+            )
+        if len(accept) == 1:
+            accept = tuple(accept) * self.k
+        object.__setattr__(self, "accept", tuple(accept))
         if len(self.accept) != self.k:
             raise CostModelError(
                 f"acceptance (--spec-accept) has {len(self.accept)} per-position rate(s) for k = {self.k} drafted tokens; "
