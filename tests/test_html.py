@@ -319,8 +319,8 @@ def test_page_renders_in_chromium(pages, kind, tmp_path):
 def test_the_simulation_timeline_counts_samples_not_iterations(tmp_path, capsys):
     """200 requests at 5/s: the page said "one iteration in 6 of 10,367 drawn" where the text
     says 10,364 iterations: the timeline also records a sample at batch 0 each time the replica
-    empties. By hand: 10,367 samples = 10,364 at an iteration's start + 3 at batch 0, one drawn
-    in ceil(10,367 / 2,000) = 6."""
+    empties. By hand: 10,367 samples = 10,364 at an iteration's start + 3 at batch 0; the KV line,
+    which changes at 4,859 of them, through one in ceil(10,367 / 2,000) = 6."""
     pytest.importorskip("plotly", reason="the html extra (plotly) is not installed")
     page = tmp_path / "sim.html"
     argv = ["simulate", MODEL, "--requests", "200", "--rate", "5", "--quiet"]
@@ -329,8 +329,9 @@ def test_the_simulation_timeline_counts_samples_not_iterations(tmp_path, capsys)
     text = html.unescape(page.read_text())
     assert "one iteration in" not in text
     assert (
-        "one sample in 6 of 10,367 drawn: 10,364 at an iteration's start (each replica's, or rank's, "
-        "own batch) and 3 at batch 0, where one emptied; the run has 10,364 iterations"
+        "10,367 samples: 10,364 at an iteration's start (each replica's, or rank's, "
+        "own batch) and 3 at batch 0, where one emptied; the run has 10,364 iterations. "
+        "Drawn: KV blocks used % through one sample in 6 (every sample would be over 2,000 points)"
     ) in text
 
 
