@@ -311,6 +311,65 @@ def test_the_search_page_numbers_its_winners_instead_of_overprinting_them(tmp_pa
         assert any(f": {plan}, batch {batch}, ctx {ctx}" in s for s in stars[0]["customdata"])
 
 
+def test_the_search_hover_names_its_row_instead_of_repeating_it(tmp_path):
+    """A frontier point's hover copied its whole row of the table under the plot (plan, batch,
+    context, TTFT, TPOT, both rates, energy: 8 lines, 9.3 kB of hover text for the 27 points of a
+    3-device bf16/fp8 search). It now says which point it is (its row number in that table, plan,
+    batch, context) and the two rates it is drawn at; each named row (``--json``'s frontier, in
+    order) is that point, and its rates are the table's as the trace draws them."""
+    argv = ("search", "llama-3.1-8b", "--batches", "1,8,64", "--ctxs", "1024,4096", "--quiet")
+    doc = json.loads(run_cli(*argv, "--json"))
+    _out, page = page_of(tmp_path, *argv)
+    data, _layout = next((d, lay) for d, lay in figures(page) if "Pareto" in str(lay.get("title")))
+    drawn = [
+        (s, x, y)
+        for tr in data
+        if tr["name"].startswith("ctx ")
+        for s, x, y in zip(tr["text"], tr["x"], tr["y"], strict=True)
+    ]
+    assert len(drawn) == len(doc["frontier"]) == 6
+    for text, x, y in drawn:
+        row = int(re.match(r"row (\d+) of the frontier's points: ", text).group(1))
+        p = doc["frontier"][row - 1]
+        assert text.endswith(f": {p['plan']}, batch {p['batch']}, ctx {p['ctx']}")
+        assert (x, y) == (p["tokens_per_s_per_device"], p["tokens_per_s_per_user"])
+        assert "TTFT" not in text and "energy" not in text
+    template = {tr["hovertemplate"] for tr in data if tr["name"].startswith("ctx ")}
+    assert template == {
+        "%{text}<br>%{y:,.1f} tokens/s per user, %{x:,.0f} tokens/s per device<extra></extra>"
+    }
+    # the table's row column numbers the --json frontier's order
+    table = page[page.index("<h2>the frontier&#x27;s points</h2>") :]
+    for n, p in enumerate(doc["frontier"], 1):
+        assert (
+            f"<tr><td>{n}</td><td>{html.escape(p['plan'])}</td><td>{p['batch']}</td><td>{p['ctx']}</td>"
+            in table
+        )
+
+
+def test_a_search_point_past_the_table_keeps_its_whole_row_on_hover():
+    """The frontier's table shows 50 rows (costmodel.html.MAX_TABLE_ROWS) and counts the rest: a
+    point past them has only its hover, which keeps the whole row (the --json point's values)."""
+    from graphs.serving.present.html_studies import _point_hover
+
+    p = {"plan": "h100-sxm bf16/bf16 tp1 pp1 ep1 m1", "batch": 8, "ctx": 1024, "ttft_s": 0.017}
+    p |= {"tpot_s": 0.004831, "tokens_per_s_per_user": 207.0, "tokens_per_s_per_device": 1656.1}
+    assert (
+        _point_hover(50, p)
+        == "row 50 of the frontier's points: h100-sxm bf16/bf16 tp1 pp1 ep1 m1, batch 8, ctx 1024"
+    )
+    assert _point_hover(51, p).split("<br>") == [
+        "row 51 of the frontier's points (the table shows 50)",
+        "plan (device dtypes tp pp ep micro-batches): h100-sxm bf16/bf16 tp1 pp1 ep1 m1",
+        "batch: 8",
+        "context (tokens): 1024",
+        "TTFT (s): 0.017",
+        "TPOT (ms): 4.83",
+        "tokens/s per user: 207.0",
+        "tokens/s per device: 1,656",
+    ]
+
+
 def test_the_sweep_hover_tells_its_points_apart_and_shows_their_rates(tmp_path):
     """``sweep --weight-dtypes bf16,fp8``: the bf16 and fp8 points' hovers both read
     ``h100-sxm batch 8 ctx 1024`` and showed no tokens/s. Each now names the text table's
@@ -502,19 +561,21 @@ def test_the_max_rate_page_prints_the_rate_as_the_text_does(tmp_path):
 
 def test_the_search_hover_shows_the_tables_numbers(tmp_path):
     """The search page's hover repeated each frontier point's raw keys at full precision
-    (``tpot_s: 0.0017537430230555558``) beside a table column "TPOT (ms) 1.75"; each hover line
-    is now the table's heading and cell (TPOT in ms to 3 significant digits, from ``--json``)."""
+    (``tpot_s: 0.0017537430230555558``) beside a table column "TPOT (ms) 1.75". The hover now
+    names the point's row of that table (the whole row was a copy of it), whose cells are the
+    table's headings and formats (TPOT in ms to 3 significant digits, from ``--json``)."""
     argv = ("search", "llama-3.1-8b", "--batches", "1,8", "--ctxs", "1024", "--quiet")
     doc = json.loads(run_cli(*argv, "--json"))
     _out, page = page_of(tmp_path, *argv)
     data, _layout = next((d, lay) for d, lay in figures(page) if "Pareto" in str(lay.get("title")))
     hovers = [s for tr in data if tr["name"].startswith("ctx") for s in tr["text"]]
     assert len(hovers) == len(doc["frontier"])
-    for p in doc["frontier"]:
-        assert any(
-            f"TPOT (ms): {1e3 * p['tpot_s']:.3g}<br>" in h and f"batch: {p['batch']}<br>" in h for h in hovers
-        )
-    assert not any("tpot_s" in h for h in hovers)
+    table = page[page.index("<h2>the frontier&#x27;s points</h2>") :]
+    assert "<th>row</th>" in table and "<th>TPOT (ms)</th>" in table
+    for n, p in enumerate(doc["frontier"], 1):
+        row = re.search(rf"<tr><td>{n}</td>(.*?)</tr>", table).group(1)
+        assert f"<td>{1e3 * p['tpot_s']:.3g}</td>" in row and f"<td>{p['batch']}</td>" in row
+    assert not any("tpot_s" in h or "TPOT" in h for h in hovers)
 
 
 def test_the_compare_pages_slo_lines_are_the_users(tmp_path):

@@ -20,7 +20,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from costmodel.html import Section, page_html, plain, require_plotly, rows_table
+from costmodel.html import MAX_TABLE_ROWS, Section, page_html, plain, require_plotly, rows_table
 from costmodel.html_figures import cdf_figure, fusion_graph_figure, hbar_figure, styled
 from costmodel.text import fmt_si, fmt_time, table_cells
 
@@ -434,7 +434,7 @@ def simulation_page(
     return page_html(title, run_header(command, config, device, tp), headline, sections)
 
 
-#: frontier columns shown on hover
+#: the frontier table's columns (a point's hover names its row, plan, batch and context)
 _POINT_KEYS = (
     "plan",
     "batch",
@@ -476,10 +476,40 @@ def _point_row(p: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _point_hover(p: dict[str, Any]) -> str:
-    """A frontier point's hover: the frontier table's headings and values (TPOT in ms)."""
-    row = _point_row(p)
-    return "<br>".join(plain(f"{_POINT_HEADINGS[k][0]}: {row[k]}") for k in _POINT_KEYS if k in p)
+def _point_hover(row: int, p: dict[str, Any]) -> str:
+    """A frontier point's hover: which point it is (its row in the frontier's table, its plan,
+    batch and context), not the row again: the two numbers it is drawn at come from the trace's
+    own x and y (:data:`_POINT_AXES`), every other column is in the table. A point past the rows
+    the table shows (:data:`costmodel.html.MAX_TABLE_ROWS`) has only its hover: there it is the
+    whole row, in the table's headings.
+
+    Parameters
+    ----------
+    row : int
+        The point's row in the frontier's table (from 1).
+    p : dict
+        The frontier point (a ``SearchResult.frontier`` row).
+
+    Returns
+    -------
+    str
+    """
+    name = f"row {row} of the frontier's points"
+    if row > MAX_TABLE_ROWS:
+        shown = _point_row(p)
+        cells = (f"{_POINT_HEADINGS[k][0]}: {shown[k]}" for k in _POINT_KEYS if k in p)
+        return "<br>".join(plain(s) for s in (f"{name} (the table shows {MAX_TABLE_ROWS})", *cells))
+    return plain(f"{name}: {p['plan']}, batch {p['batch']}, ctx {p['ctx']}")
+
+
+#: the hovertemplate of a frontier point: its :func:`_point_hover` and where it is drawn, the
+#: axes' numbers written as the table writes them
+_POINT_AXES = "%{text}<br>%{y:,.1f} tokens/s per user, %{x:,.0f} tokens/s per device<extra></extra>"
+
+
+def _key(p: Mapping[str, Any]) -> tuple[Any, ...]:
+    """A search point's identity: its plan, batch and context."""
+    return (p["plan"], p["batch"], p["ctx"])
 
 
 def _winners(result: Any) -> dict[Any, dict[str, dict[str, Any]]]:
@@ -508,18 +538,18 @@ def search_page(result: Any, *, command: str) -> str:
     """
     go = require_plotly()
     fig = go.Figure()
-    by_ctx: dict[Any, list[dict[str, Any]]] = {}
-    for r in result.frontier:
-        by_ctx.setdefault(r["ctx"], []).append(r)
+    by_ctx: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
+    for i, r in enumerate(result.frontier):
+        by_ctx.setdefault(r["ctx"], []).append((i + 1, r))
     for ctx, pts in sorted(by_ctx.items()):
         fig.add_trace(
             go.Scatter(
-                x=[p["tokens_per_s_per_device"] for p in pts],
-                y=[p["tokens_per_s_per_user"] for p in pts],
+                x=[p["tokens_per_s_per_device"] for _, p in pts],
+                y=[p["tokens_per_s_per_user"] for _, p in pts],
                 mode="markers",
                 name=f"ctx {ctx}",
-                text=[_point_hover(p) for p in pts],
-                hovertemplate="%{text}<extra></extra>",
+                text=[_point_hover(n, p) for n, p in pts],
+                hovertemplate=_POINT_AXES,
             )
         )
     by_context = _winners(result)
@@ -527,12 +557,13 @@ def search_page(result: Any, *, command: str) -> str:
     points: dict[tuple[Any, ...], dict[str, Any]] = {}
     for best in by_context.values():
         for name, p in best.items():
-            key = (p["plan"], p["batch"], p["ctx"])
+            key = _key(p)
             winners.setdefault(key, []).append(name.replace("_", " "))
             points[key] = p
     # each winner a numbered star (its objectives and plan in the table below and on hover): the
     # whole label beside each point overprinted its neighbours' and ran off the plot
     labelled = [(i + 1, names, points[key]) for i, (key, names) in enumerate(winners.items())]
+    rows = {_key(p): i + 1 for i, p in enumerate(result.frontier)}
     if labelled:
         fig.add_trace(
             go.Scatter(
@@ -546,6 +577,7 @@ def search_page(result: Any, *, command: str) -> str:
                 marker={"symbol": "star", "size": 14, "color": "black"},
                 customdata=[
                     plain(f"{n}. {' and '.join(names)}: {p['plan']}, batch {p['batch']}, ctx {p['ctx']}")
+                    + (f"<br>row {rows[key]} of the frontier's points" if (key := _key(p)) in rows else "")
                     for n, names, p in labelled
                 ],
                 hovertemplate="%{customdata}<extra></extra>",
@@ -575,7 +607,7 @@ def search_page(result: Any, *, command: str) -> str:
     cols = [(k, _POINT_HEADINGS[k][0]) for k in _POINT_KEYS]
     if "usd_per_m_output" in result.objectives:  # as the command labels it (graphs.serving.planning.cost)
         cols.append(("usd_per_m_output", "$/M output, 100 % busy decoding"))
-    shown = [_point_row(p) for p in result.frontier]
+    shown = [{"row": i + 1, **_point_row(p)} for i, p in enumerate(result.frontier)]
     won_cols = [("#", "#"), ("wins", "wins"), *cols]
     if not result.frontier:  # no point meets the SLOs: no empty axes
         parts: tuple[Any, ...] = ("<p>(no point on the frontier)</p>",)
@@ -583,7 +615,7 @@ def search_page(result: Any, *, command: str) -> str:
         parts = (fig, rows_table(won, won_cols)) if won else (fig,)
     sections = [
         Section("Pareto frontier", parts, "the numbered stars: each objective's winner" if won else ""),
-        Section("the frontier's points", (rows_table(shown, cols),)),
+        Section("the frontier's points", (rows_table(shown, [("row", "row"), *cols]),)),
     ]
     if result.beyond_domain:
         sections.append(
