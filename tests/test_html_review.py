@@ -729,3 +729,48 @@ def test_the_compare_page_draws_each_latency_cdf_once(tmp_path):
     assert sum("time to first token" in t for t in titles) == 1
     assert sum("time per output token" in t for t in titles) == 1
     assert "end-to-end latency" in titles
+
+
+def test_the_size_page_tables_its_candidates_in_the_texts_words(tmp_path):
+    """``size --html``'s table of simulated candidates was headed by the fields' names
+    (``ttft_at_percentile_s``, ``prefill_replicas``, ``expert_parallel``) with raw values
+    (``0.0602458`` s). Its rows are now the text's lines cut into cells: each candidate's shape,
+    P99 TTFT in s to 3 decimals, TPOT in ms, their shares of the SLOs and its cost, every cell read
+    back off the line ``size`` prints for that candidate."""
+    argv = ("size", "llama-3.1-8b", "--device", "h100,h200", "--rate", "5", "--slo-ttft", "0.5")
+    argv += ("--slo-tpot", "0.05", "--requests", "60", "--no-disagg")
+    out, page = page_of(tmp_path, *argv)
+    lines = [
+        line.split(": ", 1)[1] for line in out.splitlines() if re.match(r"\s+(winner|runner-up): ", line)
+    ]
+    table = page[page.index("<h2>simulated candidates</h2>") :]
+    heads = re.findall(r"<th>(.*?)</th>", table)
+    assert heads[:6] == [
+        "deployment",
+        "P99 TTFT (s)",
+        "TTFT, % of SLO",
+        "P99 TPOT (ms)",
+        "TPOT, % of SLO",
+        "meets the SLOs",
+    ]
+    assert not [h for h in heads if "_" in h]
+    rows = [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(<td>.*?)</tr>", table)]
+    assert len(rows) >= len(lines) >= 2
+    for line in lines:  # the winner and runners-up: each a row whose cells the line writes
+        row = next(r for r in rows if line.startswith(html.unescape(r[0]) + ": "))
+        ttft, ttft_share, tpot, tpot_share, meets, per_h, blended, inp, outp = row[1:]
+        assert f"P99 TTFT {ttft} s ({ttft_share} of SLO), P99 TPOT {tpot} ms ({tpot_share} of SLO); " in line
+        assert f"{per_h}/h = {blended}/M tokens blended ({inp}/M input or {outp}/M output alone)" in line
+        assert meets == "yes"
+
+
+def test_a_size_candidate_without_a_price_says_why_in_its_cost_cell():
+    from graphs.serving.planning.sizing import Deployment
+
+    d = Deployment("h100-sxm", 1, 1, 0, 0, 1, 0.0602458, 0.00653149, True, None)
+    cells = d.cells(0.5, 0.05)
+    assert cells["P99 TTFT (s)"] == "0.060" and cells["P99 TPOT (ms)"] == "6.5"  # 60.2 ms, 6.53 ms
+    assert cells["TTFT, % of SLO"] == "12%" and cells["TPOT, % of SLO"] == "13%"  # 0.0602/0.5, 0.00653/0.05
+    assert cells["$/h"] == "no price: pass --price-per-hour" and d.line(0.5, 0.05).endswith(
+        "; no price: pass --price-per-hour"
+    )

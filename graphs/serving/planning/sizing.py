@@ -136,6 +136,49 @@ class Deployment(Result):
         d["label"] = self.label
         return d
 
+    def cells(self, slo_ttft: float, slo_tpot: float) -> dict[str, str]:
+        """The candidate's numbers as :meth:`line` writes them, each under the words ``line``
+        puts around it (the ``size --html`` page's table of candidates): its shape, its latencies
+        at ``percentile`` (``P99 TTFT (s)``, ``P99 TPOT (ms)``) and their shares of the SLOs,
+        whether it meets them, its $/h and $/M tokens (blended, input, output).
+
+        Parameters
+        ----------
+        slo_ttft, slo_tpot : float
+            The TTFT and TPOT service-level objectives (s) the percentile latencies are shown as
+            shares of.
+
+        Returns
+        -------
+        dict of str to str
+            Heading -> cell, in the line's order; the same headings for every candidate (one
+            without a price: the reason under ``$/h``, the other cost cells empty).
+        """
+        t, p, q, c = self.ttft_at_percentile_s, self.tpot_at_percentile_s, f"P{self.percentile:g}", self.cost
+        row = {
+            "deployment": self.label,
+            f"{q} TTFT (s)": f"{t:.3f}",
+            "TTFT, % of SLO": f"{100 * t / slo_ttft:.0f}%",
+            f"{q} TPOT (ms)": f"{p * 1e3:.1f}",
+            "TPOT, % of SLO": f"{100 * p / slo_tpot:.0f}%",
+            "meets the SLOs": "yes" if self.meets else "no",
+        }
+        if c is None:  # the same columns for every candidate: the reason under $/h
+            return {
+                **row,
+                "$/h": NO_PRICE,
+                "$/M tokens blended": "",
+                "$/M input alone": "",
+                "$/M output alone": "",
+            }
+        return {
+            **row,
+            "$/h": f"${c.usd_per_hour:,.2f}",
+            "$/M tokens blended": f"${c.usd_per_m_tokens:.4g}",
+            "$/M input alone": f"${c.usd_per_m_input or 0:.4g}",
+            "$/M output alone": f"${c.usd_per_m_output or 0:.4g}",
+        }
+
     def line(self, slo_ttft: float, slo_tpot: float) -> str:
         """One line: its shape, its latencies at ``percentile`` (named: ``P95 TTFT`` at 95) and
         their shares of the SLOs (``slo_ttft``,
@@ -153,17 +196,17 @@ class Deployment(Result):
         str
             The line, without a newline.
         """
-        c = self.cost
+        c = self.cells(slo_ttft, slo_tpot)
+        q = f"P{self.percentile:g}"
         cost = (
-            f"${c.usd_per_hour:,.2f}/h = ${c.usd_per_m_tokens:.4g}/M tokens blended "
-            f"(${c.usd_per_m_input or 0:.4g}/M input or ${c.usd_per_m_output or 0:.4g}/M output alone)"
-            if c is not None
+            f"{c['$/h']}/h = {c['$/M tokens blended']}/M tokens blended "
+            f"({c['$/M input alone']}/M input or {c['$/M output alone']}/M output alone)"
+            if self.cost is not None
             else NO_PRICE
         )
-        t, p, q = self.ttft_at_percentile_s, self.tpot_at_percentile_s, f"P{self.percentile:g}"
         return (
-            f"{self.label}: {q} TTFT {t:.3f} s ({100 * t / slo_ttft:.0f}% of SLO), "
-            f"{q} TPOT {p * 1e3:.1f} ms ({100 * p / slo_tpot:.0f}% of SLO); {cost}"
+            f"{self.label}: {q} TTFT {c[f'{q} TTFT (s)']} s ({c['TTFT, % of SLO']} of SLO), "
+            f"{q} TPOT {c[f'{q} TPOT (ms)']} ms ({c['TPOT, % of SLO']} of SLO); {cost}"
         )
 
 

@@ -220,7 +220,8 @@ class SizeReport:
                     x_title="the larger of the two shares (%)",
                 )
             )
-        rows = [{k: v for k, v in d.to_dict().items() if k != "cost"} for d in res.candidates]
+        # in the words and units the text's lines use (Deployment.line), not the fields' names
+        rows = [d.cells(res.slo_ttft, res.slo_tpot) for d in res.candidates]
         return report_page(
             f"{res.model}: sizing at {res.rate:g} requests/s",
             self.to_text(),
