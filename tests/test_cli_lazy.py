@@ -96,6 +96,39 @@ def test_device_and_devices_are_one_option(command: list[str], capsys: pytest.Ca
     assert one == other and one[0] == 0, one[2]
 
 
+@pytest.mark.parametrize(
+    ("command", "metavar"), [("sweep", "DEVICE"), ("search", "DEVICES"), ("size", "DEVICES")]
+)
+def test_the_help_of_a_device_list_names_both_spellings(
+    command: str, metavar: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sweep --devices h100,a100`` runs (the test above) and docs/commands.md says ``--devices``
+    is the same option, yet no ``--help`` named it: a hidden alias. A command whose device option
+    takes a comma list lists both spellings; one that takes one device (decode) lists ``--device``."""
+    from graphs.cli import main
+
+    assert main([command, "--help"]) == 0
+    out = capsys.readouterr().out
+    assert f"--device {metavar}, --devices {metavar}\n" in out and "comma list" in out
+    assert main(["decode", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "--device DEVICE " in out and "--devices" not in out
+
+
+def test_every_device_list_option_lists_both_spellings() -> None:
+    from graphs.cli import build_parser
+    from graphs.cli.options import all_actions
+
+    for prog, action in all_actions(build_parser()):
+        if "--device" in action.option_strings or "--devices" in action.option_strings:
+            listed = "comma list" in str(action.help)
+            assert ("--devices" in action.option_strings) == listed, (
+                prog,
+                action.option_strings,
+                action.help,
+            )
+
+
 def test_the_command_line_reads_arrow_tables_with_the_c_heap_unless_told(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

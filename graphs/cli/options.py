@@ -142,19 +142,25 @@ FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
 FLOAT_OPEN_ABOVE: frozenset[str] = frozenset({"kv_watermark"})
 
 
-#: one spelling per concept: another spelling -> the one documented. Wherever a command has either,
-#: it accepts both; help shows the documented one (``sweep --device a,b``, ``search --device a,b``)
+#: one spelling per concept: another spelling -> the one documented first. Wherever a command has
+#: either, it accepts both; help lists both where the option takes a comma list (``sweep``,
+#: ``search``, ``size``: ``--device DEVICES, --devices DEVICES``), the first alone where it takes
+#: one device (``decode --device``)
 SPELLINGS: dict[str, str] = {"--devices": "--device"}
 
 
 def _one_spelling(p: argparse.ArgumentParser) -> None:
-    """Give ``p`` the spellings of :data:`SPELLINGS` that it lacks, each on the action it has."""
+    """Give ``p`` the spellings of :data:`SPELLINGS` that it lacks, each on the action it has; an
+    option whose help says it takes a "comma list" shows both (an alias in no help was a hidden
+    flag the docs used: ``search --devices h100,b200``)."""
     known = p._option_string_actions
     for other, shown in SPELLINGS.items():
         action = known.get(shown) or known.get(other)
         if action is None or (shown in known and other in known and known[shown] is not known[other]):
             continue
-        action.option_strings = [shown if o == other else o for o in action.option_strings]
+        listed = "comma list" in str(action.help if action.help is not None else HELP.get(action.dest, ""))
+        rest = [o for o in action.option_strings if o not in (shown, other)]
+        action.option_strings = [shown, *([other] if listed else []), *rest]
         known.setdefault(shown, action)
         known.setdefault(other, action)
 
