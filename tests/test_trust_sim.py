@@ -260,10 +260,11 @@ def test_each_context_gets_its_own_frontier():
 _ALIAS_TWICE = "gives h100-sxm twice (as h100 and h100-sxm): list each device once"
 
 
-def test_devices_named_twice_or_by_alias_are_refused_by_the_library():
+def test_devices_named_twice_or_by_alias_are_refused_by_the_library(capsys):
     """One answer for a repeated device: search() and size_deployment() refuse it, naming it, as
-    sweep and every list option do (they once searched it once and said so); dtypes given twice
-    are still searched once and named."""
+    sweep and every list option do (they once searched it once and said so); so are dtypes given
+    twice, in the words the devices' refusal uses (search searched them once, sweep twice)."""
+    from graphs.serving.analysis.sweeps import sweep
     from graphs.serving.planning.sizing import size_deployment
 
     assert get_device("h100").name == "h100-sxm"
@@ -279,9 +280,25 @@ def test_devices_named_twice_or_by_alias_are_refused_by_the_library():
             "tiny", rate=1.0, slo_ttft=1.0, slo_tpot=0.05, devices=["h100", "h100-sxm"], tps=[1], requests=10
         )
     assert str(info.value) == f"devices {_ALIAS_TWICE}"
-    once = search(M, devices=["h100"], **kw)
-    fp8_twice = search(M, devices=["h100"], weight_dtypes=["fp8", "fp8"], **kw)
-    assert fp8_twice.duplicates == ("weight dtype fp8",) and once.duplicates == ()
+    with pytest.raises(CostModelError) as info:
+        search(M, devices=["h100"], weight_dtypes=["fp8", "fp8"], **kw)
+    assert str(info.value) == "weight_dtypes gives fp8_e4m3 twice (as fp8 and fp8): list each dtype once"
+    with pytest.raises(CostModelError) as info:
+        search(M, devices=["h100"], kv_dtypes=["fp8_e4m3", "fp8"], **kw)
+    assert str(info.value) == "kv_dtypes gives fp8_e4m3 twice (as fp8_e4m3 and fp8): list each dtype once"
+    with pytest.raises(CostModelError) as info:
+        sweep(M, devices=["h100"], weight_dtypes=["fp8", "fp8"], **kw)
+    assert str(info.value) == "weight_dtypes gives fp8_e4m3 twice (as fp8 and fp8): list each dtype once"
+    with pytest.raises(CostModelError) as info:
+        sweep(M, devices=["h100", "h100-sxm"], **kw)
+    assert str(info.value) == f"devices {_ALIAS_TWICE}"
+    # the command line refuses the same list in its option's name, and the library's words match it
+    said = _one_line_error(
+        capsys, ["search", M, "--device", "h100", "--weight-dtypes", "fp8,fp8", "--batches", "1"]
+    )
+    assert said == "costmodel: error: --weight-dtypes gives fp8_e4m3 twice: list each value once"
+    once = search(M, devices=["h100"], weight_dtypes=["fp8"], **kw)
+    assert once.duplicates == ()
 
 
 @pytest.mark.parametrize("command", ["search", "size", "sweep"])

@@ -306,7 +306,8 @@ def sweep(
     ctxs : sequence of int
         Contexts (tokens per sequence).
     weight_dtypes, kv_dtypes : sequence of str or None
-        Weight and KV-cache dtypes to try (None: the config's).
+        Weight and KV-cache dtypes to try (None: the config's); a repeat (also by an alias, as
+        ``fp8`` and ``fp8_e4m3``) is refused, as one of ``devices`` is.
     tp : int
         Tensor-parallel degree.
     overhead : Overhead, optional
@@ -327,7 +328,8 @@ def sweep(
     Raises
     ------
     CostModelError
-        When the grid is invalid (:func:`check_grid`) or a name is unknown.
+        When the grid is invalid (:func:`check_grid`), a name is unknown, or a device or dtype is
+        given twice.
     """
     # loaded on use: the cached sweep imports this module for DecodeForms alone, without pricing
     from costmodel.hardware import get_device
@@ -341,6 +343,13 @@ def sweep(
     if not pred.is_bound:
         chunk = max(chunk, 10**9)
 
+    from ..step.option_checks import check_device_repeats, check_dtype_repeats
+
+    # a repeat (also by an alias) refused in the parameter's name, as search refuses it and the
+    # command line its options: it was swept twice, both copies on the frontier
+    check_device_repeats(devices, "devices")
+    check_dtype_repeats(weight_dtypes, "weight_dtypes")
+    check_dtype_repeats(kv_dtypes, "kv_dtypes")
     cfg = get_model(config) if isinstance(config, str) else config
     combos = list(itertools.product(devices, weight_dtypes, kv_dtypes))
     check_grid(len(combos), batches, ctxs)

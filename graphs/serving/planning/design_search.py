@@ -150,7 +150,7 @@ class SearchResult(Result):
     beyond_domain: tuple[str, ...] = ()
     best_by_ctx: dict[int, dict[str, dict[str, Any]]] = field(default_factory=dict)  #: winners per context
     contexts: int = 0  #: contexts with a frontier
-    duplicates: tuple[str, ...] = ()  #: dtypes given twice (and equal plans), searched once
+    duplicates: tuple[str, ...] = ()  #: plans equal to another (the model's own dtype by name), searched once
     #: what the search substituted or assumed, said once each: the matmul dtype each weight dtype runs
     #: with per device, a weight dtype replacing the routed experts' own, what --enable-expert-parallel
     #: means for dp 1 plans (the name is older than the last two)
@@ -591,7 +591,8 @@ def search(
         The micro-batch counts ``m`` searched (default 1); a point is valid when ``m`` divides the
         batch.
     weight_dtypes, kv_dtypes : sequence of str or None
-        The weight and KV-cache dtypes searched (None: the model's own).
+        The weight and KV-cache dtypes searched (None: the model's own); a repeat (also by an
+        alias, as ``fp8`` and ``fp8_e4m3``) is refused, as one of ``devices`` is.
     prompt : int or None
         The TTFT prompt length (tokens, >= 1); None: the point's context.
     slo_ttft, slo_tpot : float or None
@@ -644,7 +645,8 @@ def search(
         not divide the layers, ``ep`` or ``dp > 1`` on a dense model, an unknown ``rank_by`` or
         ``moe_dispatch``, ``pessimistic`` without a predictor, group knobs without ``dp > 1``),
         the grid exceeds :data:`MAX_LOCAL_POINTS` without a client, ``spec`` meets a plan other
-        than tensor parallelism, or every plan is wider than its scale-up domain.
+        than tensor parallelism, every plan is wider than its scale-up domain, or a device or dtype is
+        given twice (also by an alias).
     """
     pred = predictor or Predictor()
     if rank_by not in RANK_BY:

@@ -2,7 +2,8 @@
 
 A device given twice (also by an alias: ``h100`` and ``h100-sxm``) is refused, naming it, as
 every list option refuses a repeat (:func:`~graphs.serving.step.option_checks.check_device_repeats`);
-a dtype given twice makes one plan, and the repeats are named. A plan wider than its device's scale-up domain (``tp x ep`` above the devices one NVLink
+so is a dtype given twice (also by an alias: ``fp8`` and ``fp8_e4m3``,
+:func:`~graphs.serving.step.option_checks.check_dtype_repeats`). A plan wider than its device's scale-up domain (``tp x ep`` above the devices one NVLink
 bridge, board or NVL72 rack joins) has its collectives priced on the device's ``scale_out`` link,
 as ``decode`` and ``simulate`` price it (:meth:`costmodel.hardware.Hardware.group_link`), said
 once; on a device without one (an NVLink bridge of two PCIe cards) it is left out and named.
@@ -24,7 +25,7 @@ import numpy as np
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import Hardware, get_device
-from graphs.serving.step.option_checks import check_device_repeats
+from graphs.serving.step.option_checks import check_device_repeats, check_dtype_repeats
 from models.config import ModelConfig
 from models.quantization import native_matmul, weights_in
 
@@ -131,8 +132,8 @@ def plans_of(
     dispatch: str = "allgather_reducescatter",
 ) -> tuple[list[Plan], list[str], tuple[str, ...], tuple[str, ...]]:
     """The plans of the grid, leaving out those wider than their device's scale-up domain where it
-    has no scale-out link to price them over (module doc), the
-    repeated dtypes (each searched once; a repeated device is refused), and the notes on the matmul dtype a weight
+    has no scale-out link to price them over (module doc), the plans equal to another (a dtype
+    the model already has, searched once; a repeated device or dtype is refused), and the notes on the matmul dtype a weight
     dtype implies on each device (:func:`models.quantization.native_matmul`). A ``dp > 1`` plan
     is built with ``ep = 1`` only (module doc), with ``expert_parallel`` and ``dispatch``.
 
@@ -162,7 +163,7 @@ def plans_of(
         The plans left out as wider than their domain on a device without a scale-out link, one
         line each.
     repeats : tuple of str
-        The repeated dtypes and equal plans, each searched once.
+        The plans equal to another (the model's own dtype given by name), searched once.
     notes : tuple of str
         The notes on the matmul dtype each weight dtype implies on a device, and on a group
         priced across scale-up domains.
@@ -170,14 +171,14 @@ def plans_of(
     Raises
     ------
     CostModelError
-        When a device is given twice (or by two aliases), or when every plan spans more devices than its scale-up domain joins, on a device without a
+        When a device or a dtype is given twice (or by two aliases), or when every plan spans more devices than its scale-up domain joins, on a device without a
         scale-out link.
     """
     check_device_repeats(devices, "devices")
+    check_dtype_repeats(wds, "weight_dtypes")  # the library's parameters: the CLI refused its own
+    check_dtype_repeats(kvds, "kv_dtypes")
     hws: dict[str, Hardware] = {hw.name: hw for hw in map(get_device, devices)}
     dups: list[str] = []
-    for kind, values in (("weight dtype", wds), ("kv dtype", kvds)):
-        dups += [f"{kind} {v}" for i, v in enumerate(values) if v in list(values)[:i]]
     plans, beyond = [], []
     notes: dict[str, None] = {}
     grid = itertools.product(hws.values(), dict.fromkeys(wds), dict.fromkeys(kvds), tps, eps, dps)

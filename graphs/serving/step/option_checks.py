@@ -22,6 +22,7 @@ __all__ = [
     "check_whole_list",
     "check_devices",
     "check_device_repeats",
+    "check_dtype_repeats",
     "check_choice",
 ]
 
@@ -179,6 +180,46 @@ def check_device_repeats(devices: Any, option: str = "--device") -> None:
             spelled = "" if first == given == hw.name else f" (as {first[:60]} and {given[:60]})"
             raise CostModelError(f"{option} gives {hw.name} twice{spelled}: list each device once")
         seen[hw.name] = given
+
+
+def check_dtype_repeats(dtypes: Any, name: str) -> None:
+    """Refuse a dtype named twice, by the same name or by two that are one format (``fp8`` and
+    ``fp8_e4m3``), or the model's own (None) twice, as the command line refuses
+    ``--weight-dtypes fp8,fp8`` and :func:`check_device_repeats` a device twice (the library's
+    ``search`` once searched it once and said so, ``sweep`` twice, both on the frontier). A name
+    no dtype has is left to the caller's own check, which names the formats allowed.
+
+    Parameters
+    ----------
+    dtypes : sequence of str, DType or None
+        The dtypes as given (None: the model's own).
+    name : str
+        The setting as the caller spells it (``weight_dtypes``, ``--kv-dtypes``), named in the error.
+
+    Raises
+    ------
+    CostModelError
+        When two entries are one format: ``weight_dtypes gives fp8_e4m3 twice (as fp8 and fp8):
+        list each dtype once``.
+    """
+    from costmodel.dtypes import get_dtype  # core; light callers never pay for it
+
+    seen: dict[str | None, str] = {}
+    for d in dtypes:
+        if d is None:
+            key, given = None, "None"
+        else:
+            try:
+                key = get_dtype(d).name
+            except CostModelError:
+                continue  # an unknown name: refused by the caller's check, which lists the formats
+            given = d.strip() if isinstance(d, str) else key
+        if key in seen:
+            shown = "None (the model's own)" if key is None else key
+            first = seen[key]
+            spelled = "" if key is None or first == given == key else f" (as {first[:40]} and {given[:40]})"
+            raise CostModelError(f"{name} gives {shown} twice{spelled}: list each dtype once")
+        seen[key] = given
 
 
 def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
