@@ -335,6 +335,40 @@ def test_a_json_of_many_objects_is_refused_before_it_is_parsed(tmp_path, monkeyp
         read_results(str(f))
 
 
+def test_the_json_object_bound_is_the_whole_files_and_says_so(tmp_path, monkeypatch):
+    """The bound on a result file's JSON objects (2,000,000: about as many per-request rows) is
+    counted over the whole file, since the file is parsed whole: a GuideLLM report of several
+    benchmarks holds that many rows over all of them, not each. The refusal said "more than a
+    serving benchmark's results need", as if of one run; it now says the count is the whole
+    file's, every run together, and how to split it. By hand, against a lowered bound of 40: a
+    benchmark of 30 rows is 1 (report) + 1 (benchmark) + 1 (requests) + 30 = 33 objects, read
+    alone; two are 1 + 2 x 32 = 65, refused though each run is under 40."""
+    monkeypatch.setattr(bench_results, "MAX_JSON_OBJECTS", 40)
+    rows = [
+        {
+            "prompt_tokens": 100,
+            "output_tokens": 10,
+            "start_time": 10.0 + i,
+            "first_token_time": 10.05 + i,
+            "end_time": 10.2 + i,
+        }
+        for i in range(30)
+    ]
+    bench = {"requests": {"successful": rows}}
+    one, two = tmp_path / "one.json", tmp_path / "two.json"
+    one.write_text(json.dumps({"benchmarks": [bench]}))
+    two.write_text(json.dumps({"benchmarks": [bench, bench]}))
+    (run,) = read_results(str(one))
+    assert len(run.prompt) == 30
+    with pytest.raises(CostModelError) as info:
+        read_results(str(two), max_requests=5)  # cutting each run does not lift a bound of the file
+    assert (
+        "holds more than 40 JSON objects (65 found), counted over the whole file, every run in it together"
+        in str(info.value)
+    )
+    assert "one run (one GuideLLM benchmark) a file" in str(info.value)
+
+
 def test_a_long_run_is_cut_to_its_first_requests_and_said(tmp_path, capsys):
     rows = [(float(300 - i), 200, 12, 0.03, 0.03 + 0.006 * 11) for i in range(300)]  # arrivals descending
     f = _csv(tmp_path / "long.csv", rows)

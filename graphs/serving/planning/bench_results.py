@@ -44,7 +44,8 @@ Three formats:
 Bounds: a result file is read to at most :data:`MAX_BYTES` (a CSV to :data:`MAX_CSV_BYTES`, a row
 at a time into typed columns, its lines at most :data:`MAX_CSV_LINE_CHARS`), and
 a JSON file's objects and values are counted (``{`` and ``,`` bytes, an upper bound of what a
-parse builds) before it is parsed:
+parse builds) over the whole file, every run in it together (a GuideLLM report's benchmarks share
+the bound: each per-request row is one object), before it is parsed whole:
 :data:`MAX_JSON_OBJECTS` and :data:`MAX_JSON_VALUES` bound the parse's memory to about 1 GB (a
 ``vllm bench serve`` file of 100,000 requests of 100 tokens holds 10 M values; measured: a 198 MB
 file of 15.9 M values, nearly all inter-token gaps, read in 1.02 GB more than the interpreter's
@@ -116,9 +117,11 @@ MAX_BYTES = 256 * 2**20  #: the largest result file read
 #: replays at most a few thousand requests of a run (``--max-requests``), so a larger CSV is not a
 #: run's results. JSON files keep :data:`MAX_BYTES`, their parse bounded by the counts below
 MAX_CSV_BYTES = 64 * 2**20
-#: the most JSON objects and values (module doc) a result file may hold: a parse builds each as
-#: a Python object (tens of bytes apiece), so these bound its memory (about 1 GB at the bound,
-#: measured: module doc), checked before it runs
+#: the most JSON objects and values (module doc) a result file may hold, the whole file: every
+#: run in it together (a GuideLLM report of several benchmarks holds at most about 2 M
+#: per-request rows over all of them, each row one object), not each run, since the file is
+#: parsed whole: a parse builds each as a Python object (tens of bytes apiece), so these bound
+#: its memory (about 1 GB at the bound, measured: module doc), checked before it runs
 MAX_JSON_OBJECTS = 2_000_000
 MAX_JSON_VALUES = 16_000_000
 MAX_TOKENS = 10**7
@@ -358,10 +361,11 @@ def _load_json(path: str) -> Any:
         ("objects", data.count(b"{"), MAX_JSON_OBJECTS),
         ("values", data.count(b","), MAX_JSON_VALUES),
     ):
-        if n > cap:  # counted before the parse builds them (module doc)
+        if n > cap:  # counted before the parse builds them (module doc): the whole file's
             raise CostModelError(
-                f"result file {path[:200]!r} holds more than {cap:,} JSON {what} ({n:,} found): more than "
-                "a serving benchmark's results need; give a file of fewer requests"
+                f"result file {path[:200]!r} holds more than {cap:,} JSON {what} ({n:,} found), counted over "
+                "the whole file, every run in it together (a per-request row is one object): give a file "
+                "of fewer requests, e.g. one run (one GuideLLM benchmark) a file"
             )
     try:
         return json.loads(data, object_pairs_hook=unique_keys())
