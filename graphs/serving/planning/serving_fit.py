@@ -202,8 +202,9 @@ def roofline_ttft_s(
     prompt = np.asarray(prompt, dtype=np.int64)
     new = prompt if cached is None else np.maximum(prompt - np.asarray(cached, dtype=np.int64), 1)
     pairs, at = np.unique(np.stack([new, prompt - new], axis=1), axis=0, return_inverse=True)
-    ctxs: list[float] | None = [] if step.windowed else None
-    floors = np.array([float(step.time_sums(0, 0.0, [(float(c), float(k))], ctxs)) for c, k in pairs])
+    # each distinct (new, cached) pair once, vectorised over the compiled forms (bit for bit the
+    # scalar time_sums(0, 0.0, [(new, cached)]) of each: MixedStep.chunk_times)
+    floors = step.chunk_times(pairs[:, 0].astype(float), pairs[:, 1].astype(float))
     return floors[np.asarray(at).reshape(-1)]
 
 

@@ -420,6 +420,11 @@ class MixedStep:
         )
         #: kept for :meth:`to_card`
         self._forms: tuple[Any, ...] = (body, head, pre_body, shared, dec_only, pre_only)
+        #: the lone-chunk forms as text (:meth:`chunk_times`): None until asked; a card's step has them
+        self._chunk_texts: tuple[str, list[list[str]]] | None = None
+        #: and compiled over arrays (None: the scalar path), once asked
+        self._chunk_arrays: tuple[Any, list[list[Any]]] | None = None
+        self._chunk_tried = False
 
     #: the card layout's version (:meth:`to_card`); a card of another is rebuilt (2: the forms'
     #: text is what lambdify compiled, :func:`~graphs.serving.step.card_format.lambdified_text`)
@@ -546,6 +551,11 @@ class MixedStep:
                 for k in card["attention"]
             ]
             self._chunk_forms, self._forms = [], ()  # a card's step is not re-carded
+            self._chunk_texts = (
+                card["body"] if self.shared_body else card["pre_body"],
+                [list(k["chunk_terms"]) for k in card["attention"]],
+            )
+            self._chunk_arrays, self._chunk_tried = None, False
             got, want = self._check_values(), [num(v) for v in card["check"]]
         except (KeyError, TypeError, ValueError, ArithError) as exc:
             raise CardError(f"a mixed-step card does not read back ({type(exc).__name__})") from None
@@ -591,6 +601,112 @@ class MixedStep:
             t = t + k.decode_times(n_dec, sum_ctx)
         # one value an iteration even where no kernel reads the KV (a pure state-space model)
         return np.array(np.broadcast_to(np.asarray(t, dtype=float), np.shape(sum_ctx)))
+
+    def _lone_chunk_forms(self) -> tuple[Any, list[list[Any]]] | None:
+        """The token-wise form of a lone chunk (the whole body when both paths share it, else the
+        prefill body) and each attention kernel's chunk terms, compiled over numpy arrays from the
+        text of the very forms the scalar path evaluates (:func:`lambdified_text`: its operations
+        in its order), once per step; None where one has no text, or raises to a power or takes
+        ``exp``/``log`` (numpy's vector routines for those may round otherwise than the math
+        library's, e.g. the ``(31/32)**S`` of an MoE's experts hit: the scalar path runs)."""
+        import ast
+
+        from costmodel.arith import compile_array
+
+        if self._chunk_tried:
+            return self._chunk_arrays
+        self._chunk_tried = True
+        if self._chunk_texts is None:  # built here: the forms, checked before any text is made
+            body, _head, pre_body, *_ = self._forms
+            forms = [body if self.shared_body else pre_body, *(f for fs in self._chunk_forms for f in fs)]
+            if any(
+                f.has(sympy.exp, sympy.log) or any(pw.exp != -1 for pw in f.atoms(sympy.Pow)) for f in forms
+            ):
+                return None
+            try:
+                self._chunk_texts = (
+                    lambdified_text(body, (B_sym,), "math")
+                    if self.shared_body
+                    else lambdified_text(pre_body, (S_sym, PREFIX), "math"),
+                    [
+                        [lambdified_text(f, (dim("chunk_tokens"), PREFIX), "math") for f in fs]
+                        for fs in self._chunk_forms
+                    ],
+                )
+            except CardError:
+                return None
+        body_text, kernels = self._chunk_texts
+        if not body_text or len(kernels) != len(self.attention) or not all(kernels):
+            return None
+        for t in [body_text, *(t for terms in kernels for t in terms)]:
+            for node in ast.walk(ast.parse(t, mode="eval")):
+                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+                    return None
+                if isinstance(node, ast.Call) and getattr(node.func, "id", "") in ("exp", "log"):
+                    return None
+        try:
+            args = ("B",) if self.shared_body else ("S", "prefix")
+            self._chunk_arrays = compile_array(body_text, args), [
+                [compile_array(t, ("chunk_tokens", "prefix")) for t in terms] for terms in kernels
+            ]
+        except ArithError:
+            return None
+        return self._chunk_arrays
+
+    def chunk_times(self, new: np.ndarray, cached: np.ndarray) -> np.ndarray:
+        """:meth:`time_sums` of iterations that each prefill one chunk alone, ``new[i]`` tokens
+        after ``cached[i]`` cached ones (whole numbers, as floats), vectorised over the chunks:
+        the compiled forms evaluated over numpy arrays from their own text, through the scalar
+        path's operations in its order, and each attention kernel's terms blended by the same
+        ``max`` and ``sum`` of Python floats, so each element equals
+        ``time_sums(0, 0.0, [(new[i], cached[i])])`` bit for bit (a test compares them on random
+        lengths). A form numpy cannot evaluate so (:meth:`_lone_chunk_forms`), or a value that is
+        not finite, takes the scalar path, element by element.
+
+        Parameters
+        ----------
+        new : numpy.ndarray
+            Each chunk's new tokens (>= 1).
+        cached : numpy.ndarray
+            Each chunk's cached prefix tokens (>= 0), as many.
+
+        Returns
+        -------
+        numpy.ndarray
+            Seconds per iteration.
+        """
+        c = np.asarray(new, dtype=float)
+        p = np.asarray(cached, dtype=float)
+        forms = self._lone_chunk_forms()
+        ctxs: list[float] | None = [] if self.windowed else None
+
+        def scalar() -> np.ndarray:
+            return np.array(
+                [self.time_sums(0, 0.0, [(float(x), float(y))], ctxs) for x, y in zip(c, p, strict=True)],
+                dtype=float,
+            )
+
+        if forms is None or c.size == 0:
+            return scalar()
+        body, kernels = forms
+        try:
+            t = np.asarray(body(c) if self.shared_body else body(c, p), dtype=float)
+            t = t + self._memos[1](1)  # rows: the chunk's one
+            for k, terms in zip(self.attention, kernels, strict=True):
+                # _AttentionKernel.time at no decodes: each term 0 * a + b * 0.0, plus the chunk's
+                base = [0 * a + b * 0.0 for a, b in k.decode_coeffs]
+                totals = [z + f(c, p) for z, f in zip(base, terms, strict=True)]
+                top = totals[0]
+                for x in totals[1:]:
+                    top = np.maximum(top, x)
+                # the builtin sum of each chunk's terms, as the scalar path adds them (Python
+                # 3.12 compensates a float sum: no numpy fold would round alike)
+                acc = np.array([sum(row) for row in zip(*(x.tolist() for x in totals), strict=True)])
+                ov = k.overlap
+                t = t + k.repeat * (ov * top + (1 - ov) * acc + k.launch)
+        except ArithError:
+            return scalar()
+        return t if np.isfinite(t).all() else scalar()
 
     def max_tokens_per_s(self, budget: int, overhead_s: float = 0.0) -> float:
         """Tokens per second one replica can never exceed with at most ``budget`` tokens an
