@@ -448,3 +448,41 @@ def test_a_fit_never_prices_kernels_below_their_roofline(tmp_path, capsys):
     )
     assert fit.overheads.kernel_scale == 1.0 and "kernel_scale" in fit.at_bound
     assert math.isfinite(fit.rms_residual)
+
+
+def test_a_shared_prefix_longer_than_a_prompt_is_refused(tmp_path, capsys):
+    """``--workload-from`` a run of 200- to 229-token prompts with ``--shared-prefix 5000``: each
+    request's prefix was silently cut to its whole prompt (``min(prefix, prompt)``), so every
+    prompt was served from the cache and nothing said it. A prompt cannot start with a longer
+    prefix: refused in one line naming the shortest prompt (200, the file's own), and a prefix
+    of 200 is taken as given, every request's 200 tokens."""
+    c = tmp_path / "run.csv"
+    c.write_text(
+        "arrival_s,prompt_tokens,output_tokens,ttft_s,e2e_s\n"
+        + "".join(f"{0.2 * i},{200 + i},12,0.05,0.2\n" for i in range(30))
+    )
+    (run,) = read_results(str(c))
+    with pytest.raises(CostModelError) as info:
+        run.with_shared_prefix(201)
+    assert str(info.value) == (
+        "shared prefix (--shared-prefix) 201 tokens is longer than 1 of run.csv's 30 prompts (the shortest "
+        "200 tokens): every prompt starts with the shared prefix; give at most 200"
+    )
+    assert [(r.prefix_id, r.prefix) for r in run.with_shared_prefix(200).requests] == [(0, 200)] * 30
+    argv = [
+        "simulate",
+        M,
+        "--device",
+        "h100",
+        "--workload-from",
+        str(c),
+        "--shared-prefix",
+        "5000",
+        "--quiet",
+    ]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.splitlines() == [
+        "costmodel: error: shared prefix (--shared-prefix) 5,000 tokens is longer than 30 of run.csv's 30 "
+        "prompts (the shortest 200 tokens): every prompt starts with the shared prefix; give at most 200"
+    ]

@@ -247,7 +247,9 @@ class BenchRun:
     def with_shared_prefix(self, tokens: int) -> BenchRun:
         """Every prompt starting with the same ``tokens`` (a system prompt, ``vllm bench serve
         --random-prefix-len``), for a file that names none (itself when it names its own, or for
-        0): one prefix id, ``min(tokens, prompt)`` tokens each.
+        0): one prefix id, ``tokens`` each. A prompt shorter than the prefix cannot start with it:
+        refused, naming the shortest (it was taken silently as wholly the prefix's first tokens,
+        ``min(tokens, prompt)``, so that every prompt of a run under a too-long prefix was cached).
 
         Parameters
         ----------
@@ -261,7 +263,7 @@ class BenchRun:
         Raises
         ------
         CostModelError
-            When ``tokens`` is out of range.
+            When ``tokens`` is out of range, or longer than one of the run's prompts.
         """
         if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_TOKENS:
             raise CostModelError(
@@ -269,8 +271,15 @@ class BenchRun:
             )
         if tokens == 0 or self.prefix_id is not None:
             return self
+        short = int((self.prompt < tokens).sum())
+        if short:
+            raise CostModelError(
+                f"shared prefix (--shared-prefix) {tokens:,} tokens is longer than {short:,} of {self.source}'s "
+                f"{len(self.prompt):,} prompts (the shortest {int(self.prompt.min()):,} tokens): every prompt "
+                f"starts with the shared prefix; give at most {int(self.prompt.min()):,}"
+            )
         return dataclasses.replace(
-            self, prefix_id=np.zeros(len(self.prompt), dtype=int), prefix=np.minimum(self.prompt, tokens)
+            self, prefix_id=np.zeros(len(self.prompt), dtype=int), prefix=np.full(len(self.prompt), tokens)
         )
 
     @property
