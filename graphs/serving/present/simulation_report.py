@@ -223,6 +223,17 @@ def engine_kernel_notes(
     return {k: v for k, v in notes.items() if v}
 
 
+def _fit_notes(
+    request: SimulationRequest, fit: ServingFit | None, model: str, device: str, tp: int, config: Any
+) -> list[str]:
+    """The notes :func:`predict_file_line` says under a ``predict_file`` fit's line (fitted
+    elsewhere, or on other formats), without their ``note:`` prefix; none without a fit."""
+    if fit is None:
+        return []
+    lines = predict_file_line(str(request.predict_file), fit, model, device, tp, config).split("\n")
+    return [ln.removeprefix("  note: ") for ln in lines[1:]]
+
+
 def _predicted(request: SimulationRequest, res: SimResult) -> list[str]:
     """What priced the iterations: the request's kernels, what their seconds rest on and the share
     clamped to the bound."""
@@ -369,6 +380,7 @@ class SimulationReport:
             doc.update({k: v for k, v in self.interval.to_dict().items() if k not in ("point", "quantiles")})
         if self.comparison is not None:
             doc["comparison"] = self.comparison.to_dict()
+        doc["notes"] = self.notes()  # what the text's head says: a program must not lose it
         return doc
 
     def to_text(self) -> str:
@@ -407,15 +419,60 @@ class SimulationReport:
             comparison=self.comparison,
         )
 
-    def _head(self) -> list[str]:
-        """The first lines: what ran, the workload, the engine, notes, what priced it."""
+    def notes(self) -> list[str]:
+        """Every note the text's head says (``note: ...``), in its order: the engine's KV pool and
+        memory reserve, kernels of another framework, the engine's kernel notes, the device's roof
+        substitutions, a left-out MTP module, a sparse-attention tile and a tp group across
+        domains. ``to_dict`` carries them under ``"notes"``.
+
+        Returns
+        -------
+        list of str
+        """
+        res = self.result
+        fit = _fit_notes(self.request, self.fit, res.model, res.device, res.topology.tp, self.config)
+        return self._engine_notes() + self._model_notes() + fit
+
+    def _engine_notes(self) -> list[str]:
+        """The notes on the engine: its KV pool and memory reserve, the kernels pricing it, its
+        kernel notes (:func:`engine_kernel_notes`)."""
+        from ..sim.engine import pool_memory_note
+
+        res, topo, profile, req = self.result, self.topology, self.profile, self.request
+        out = [pool_memory_note(res.device)]
+        out.append(
+            profile.memory_note(
+                topo.tp, int(self.config.num_hidden_layers), int(getattr(self.config, "vocab_size", 0) or 0)
+            )
+        )
+        if req.predict and req.predict != profile.framework:
+            out.append(
+                f"{req.predict} kernels price engine {profile.ref}, whose own are {profile.framework}'s"
+            )
+        out += engine_kernel_notes(profile, req.predict, self.config, res.device, topo).values()
+        return [note for note in out if note]
+
+    def _model_notes(self) -> list[str]:
+        """The notes on the model and device: roof substitutions, a left-out MTP module, a
+        sparse-attention tile, a tp group across scale-up domains."""
         from costmodel.hardware.fallback import roof_notes
         from graphs.blocks.mtp import mtp_notes
         from models.mixers.dsa import dsa_notes
 
-        from ..sim.data_parallel import dp_line
-        from ..sim.engine import pool_memory_note
         from ..step.compiled import sparse_tile
+
+        spec = self.request.spec()
+        plain_mtp = (
+            mtp_notes(self.config) if spec is None or spec.draft != "mtp" else ()
+        )  # MTP left out, said
+        hw = get_device(self.result.device)  # a unit priced on another unit's roof; a tp group across domains
+        # a DSA model's sparse-attention kernel: its form and the heads the device's tile pads
+        sparse = dsa_notes(self.config, sparse_tile(self.config, hw), self.topology.tp)
+        return [*roof_notes(hw), *plain_mtp, *sparse, *hw.group_notes(self.topology.tp)]
+
+    def _head(self) -> list[str]:
+        """The first lines: what ran, the workload, the engine, notes, what priced it."""
+        from ..sim.data_parallel import dp_line
 
         res, topo, profile, req = self.result, self.topology, self.profile, self.request
         out = [
@@ -429,32 +486,12 @@ class SimulationReport:
                 f"  {dp_line(topo, profile.dp_load_balance, profile.ref if said.startswith('ASSUMED') else '')}"
             )
         out.append(f"  {profile.summary()}")
-        pool_note = pool_memory_note(res.device)
-        if pool_note:
-            out.append(f"  note: {pool_note}")
-        reserve_note = profile.memory_note(
-            topo.tp, int(self.config.num_hidden_layers), int(getattr(self.config, "vocab_size", 0) or 0)
-        )
-        if reserve_note:
-            out.append(f"  note: {reserve_note}")
-        if req.predict and req.predict != profile.framework:
-            out.append(
-                f"  note: {req.predict} kernels price engine {profile.ref}, whose own are {profile.framework}'s"
-            )
-        notes = engine_kernel_notes(profile, req.predict, self.config, res.device, topo)
-        out += [f"  note: {note}" for note in notes.values()]
+        out += [f"  note: {note}" for note in self._engine_notes()]
         if self.stagger_s is not None:
             out.append(
                 f"  closed loop: the clients' first sends drawn uniformly over {self.stagger_s:.3f} s (--seed {req.seed})"
             )
-        spec = req.spec()
-        plain_mtp = (
-            mtp_notes(self.config) if spec is None or spec.draft != "mtp" else ()
-        )  # MTP left out, said
-        hw = get_device(res.device)  # a unit priced on another unit's roof; a tp group across domains
-        # a DSA model's sparse-attention kernel: its form and the heads the device's tile pads
-        sparse = dsa_notes(self.config, sparse_tile(self.config, hw), topo.tp)
-        out += [f"  note: {note}" for note in roof_notes(hw) + plain_mtp + sparse + hw.group_notes(topo.tp)]
+        out += [f"  note: {note}" for note in self._model_notes()]
         if self.fit is not None:
             out.append(
                 predict_file_line(
@@ -608,10 +645,49 @@ class MaxRateReport:
         }
         # as a single run's engine says them (every probe runs the same engine)
         device = get_device(self.request.device).name
-        doc["engine"].update(
-            engine_kernel_notes(self.profile, self.request.predict, self.config, device, self.topology)
+        kernel_notes = engine_kernel_notes(
+            self.profile, self.request.predict, self.config, device, self.topology
         )
+        doc["engine"].update(kernel_notes)
+        # what the text says beside the numbers: its notes and, where no rate was found, why
+        doc["notes"] = [*kernel_notes.values(), *self._fit_notes(), *self._verdict()]
         return doc
+
+    def _fit_notes(self) -> list[str]:
+        """The notes under the ``predict_file`` fit's line (none without one)."""
+        req = self.request
+        return _fit_notes(req, self.fit, self.config.name, req.device, self.topology.tp, self.config)
+
+    def _verdict(self) -> list[str]:
+        """Why no rate was found, as the text's last lines say it (none when one was): every
+        probe met the SLOs (too few requests to load the deployment), or none did (and what each
+        request alone takes)."""
+        req, m = self.request, self.search
+        if m.rate is not None:
+            return []
+        if not m.saturated:
+            return [
+                f"not determined: every probe up to the physical ceiling ({m.ceiling_rate:,.3f} requests/s, "
+                f"the token-wise kernels back to back at their roofline) meets the SLOs; {req.requests:,} "
+                "requests are too few to load the deployment (raise --requests)"
+            ]
+        out = ["no probed rate meets the SLOs"]
+        if m.alone is not None:
+            t, p = m.alone
+            missed = [
+                f"{name} {v:.4g} s > {slo:g} s"
+                for name, v, slo in (("TTFT", t, req.slo_ttft), ("TPOT", p, req.slo_tpot))
+                if slo is not None and v > slo
+            ]
+            out.append(
+                f"each request alone (one client): P{req.slo_percentile:g} TTFT {t:.4g} s, TPOT {p:.4g} s"
+                + (
+                    f": {', '.join(missed)}, an SLO below what one request alone takes, which no rate meets"
+                    if missed
+                    else ": one at a time meets the SLOs; the lowest rates probed still queued"
+                )
+            )
+        return out
 
     @property
     def at_rate_bands(self) -> RunBands | None:
@@ -667,29 +743,8 @@ class MaxRateReport:
             out.append(
                 f"  {rate:10.4g} req/s  P{req.slo_percentile:g} TTFT {t:8.4g} s  TPOT {p:8.4g} s  {'meets' if ok else 'misses'}"
             )
-        if m.rate is None and not m.saturated:
-            out.append(
-                f"  not determined: every probe up to the physical ceiling ({m.ceiling_rate:,.3f} requests/s, "
-                f"the token-wise kernels back to back at their roofline) meets the SLOs; {req.requests:,} "
-                "requests are too few to load the deployment (raise --requests)"
-            )
-        elif m.rate is None:
-            out.append("  no probed rate meets the SLOs")
-            if m.alone is not None:
-                t, p = m.alone
-                missed = [
-                    f"{name} {v:.4g} s > {slo:g} s"
-                    for name, v, slo in (("TTFT", t, req.slo_ttft), ("TPOT", p, req.slo_tpot))
-                    if slo is not None and v > slo
-                ]
-                out.append(
-                    f"  each request alone (one client): P{req.slo_percentile:g} TTFT {t:.4g} s, TPOT {p:.4g} s"
-                    + (
-                        f": {', '.join(missed)}, an SLO below what one request alone takes, which no rate meets"
-                        if missed
-                        else ": one at a time meets the SLOs; the lowest rates probed still queued"
-                    )
-                )
+        if m.rate is None:
+            out += [f"  {line}" for line in self._verdict()]
         else:
             # the rate as found, in full: the one --rate that replays the run at it (4 digits did not)
             out.append(

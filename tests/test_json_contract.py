@@ -1,0 +1,85 @@
+"""``--json`` as a program reads it: strict JSON, the notes and warnings the text prints kept in
+it, one unit per key, the numbers the text prints (a review of every command's machine-readable
+output). Each test compares the JSON with the same command's text, another command's answer or a
+hand computation."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from graphs.cli.main import main
+
+GIB = 2**30
+
+
+def _refuse_constant(name: str) -> None:
+    raise AssertionError(f"non-JSON constant {name} in --json output")
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> tuple[str, str]:
+    """stdout and stderr of ``costmodel ARGV``, which must exit with ``code``."""
+    capsys.readouterr()
+    assert main(list(argv)) == code
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+def _json(capsys: pytest.CaptureFixture[str], *argv: str, code: int = 0) -> dict[str, Any]:
+    """``costmodel ARGV --json`` parsed strictly (no NaN or Infinity)."""
+    out, _ = _run(capsys, *argv, "--json", code=code)
+    doc = json.loads(out, parse_constant=_refuse_constant)
+    assert isinstance(doc, dict)
+    return doc
+
+
+def _text_notes(text: str) -> list[str]:
+    """The ``note: ...`` lines a report prints on stdout, without the prefix."""
+    return [ln.strip().removeprefix("note: ") for ln in text.splitlines() if ln.strip().startswith("note: ")]
+
+
+def _own(notes: list[str]) -> list[str]:
+    """A JSON document's own notes: not those said on stderr (``note: ``/``warning: `` prefixed)."""
+    return [n for n in notes if not n.startswith(("note: ", "warning: "))]
+
+
+# a preliminary device with no bf16, vector or sfu roof: four roof notes, and the engine's KV pool
+# sized from a vendor capacity: notes of the engine and of the device alike
+VR200 = ("tiny", "--device", "vr200", "--weight-dtype", "bf16")
+
+
+def test_simulate_json_carries_every_note_the_text_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """``simulate --json`` had the engine's kernel notes only: the KV pool, memory reserve and
+    roof notes the text prints (vr200's four, a preliminary device) were lost to a program."""
+    argv = ("simulate", *VR200, "--rate", "5", "--requests", "20", "--quiet")
+    text, _ = _run(capsys, *argv)
+    said = _text_notes(text)
+    assert len(said) == 6 and any("preliminary" in n for n in said) and any("KV pool" in n for n in said)
+    assert _own(_json(capsys, *argv)["notes"]) == said
+    # --rates prints the head once; each rate's run carries it
+    rates = ("simulate", *VR200, "--rates", "5,10", "--requests", "20", "--quiet")
+    text, _ = _run(capsys, *rates)
+    doc = _json(capsys, *rates)
+    assert [_own(r["notes"]) for r in doc["rates"]] == [_text_notes(text)] * 2
+
+
+def test_max_rate_json_says_why_it_found_no_rate(capsys: pytest.CaptureFixture[str]) -> None:
+    """``rate: null`` stood for both "nothing met the SLOs" and "everything met them, too few
+    requests": the text's verdict is now in the JSON's notes, word for word."""
+    tight = ("simulate", "tiny", "--max-rate", "--slo-ttft", "1e-6", "--slo-tpot", "0.05", "--requests", "50")
+    text, _ = _run(capsys, *tight, "--quiet", code=1)
+    doc = _json(capsys, *tight, "--quiet", code=1)
+    assert doc["rate"] is None and doc["saturated"] is True
+    assert doc["notes"][:2] == [ln.strip() for ln in text.splitlines()[-2:]]
+    assert doc["notes"][0] == "no probed rate meets the SLOs"
+    t, p = doc["alone"]  # the text's numbers, to its four digits
+    assert f"P99 TTFT {t:.4g} s, TPOT {p:.4g} s" in doc["notes"][1]
+    loose = ("simulate", "tiny", "--max-rate", "--slo-ttft", "1", "--slo-tpot", "0.05", "--requests", "50")
+    text, _ = _run(capsys, *loose, "--quiet")
+    doc = _json(capsys, *loose, "--quiet")
+    assert doc["rate"] is None and doc["saturated"] is False
+    assert doc["notes"] == [text.splitlines()[-1].strip()]
+    assert doc["notes"][0].startswith("not determined: every probe up to the physical ceiling")
+    assert f"({doc['ceiling_rate']:,.3f} requests/s" in doc["notes"][0]
