@@ -83,3 +83,15 @@ def test_max_rate_json_says_why_it_found_no_rate(capsys: pytest.CaptureFixture[s
     assert doc["notes"] == [text.splitlines()[-1].strip()]
     assert doc["notes"][0].startswith("not determined: every probe up to the physical ceiling")
     assert f"({doc['ceiling_rate']:,.3f} requests/s" in doc["notes"][0]
+
+
+def test_model_analyze_json_carries_the_roof_notes(capsys: pytest.CaptureFixture[str]) -> None:
+    """``model analyze --json`` printed no notes: vr200's roof substitutions (its bf16 matmuls on
+    the fp8 roof: an optimistic bound) were in the text only."""
+    argv = ("model", "analyze", *VR200)
+    text, _ = _run(capsys, *argv)
+    said = _text_notes(text)
+    assert len(said) == 4 and "bounded by the fp8 roof" in said[1]
+    assert _own(_json(capsys, *argv)["notes"]) == said
+    # the same notes as decode's JSON gives for the same point
+    assert _own(_json(capsys, "decode", *VR200)["notes"]) == said

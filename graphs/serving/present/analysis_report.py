@@ -64,8 +64,8 @@ class AnalysisReport:
     config: Any = None
 
     def to_dict(self) -> dict[str, Any]:
-        """What ``model analyze --json`` prints: the analysis, its ``"capacity"`` and, with a
-        prediction, its ``"prediction"``.
+        """What ``model analyze --json`` prints: the analysis, its ``"capacity"``, with a
+        prediction its ``"prediction"``, and the ``"notes"`` the text prints under its first line.
 
         Returns
         -------
@@ -73,7 +73,8 @@ class AnalysisReport:
         """
         pred = {} if self.prediction is None else self.prediction.to_dict()
         scope = {"nodes_and_totals": self._per_device(), "closed_forms": _WHOLE}
-        return {**self.analysis.to_dict(), "capacity": self.capacity.to_dict(), **pred, "scope": scope}
+        doc = {**self.analysis.to_dict(), "capacity": self.capacity.to_dict(), **pred, "scope": scope}
+        return {**doc, "notes": [*doc.get("notes", ()), *self.notes]}
 
     def _per_device(self) -> str:
         """What the node table and the step's totals count: one device's share at ``tp``."""
