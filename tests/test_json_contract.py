@@ -95,3 +95,34 @@ def test_model_analyze_json_carries_the_roof_notes(capsys: pytest.CaptureFixture
     assert _own(_json(capsys, *argv)["notes"]) == said
     # the same notes as decode's JSON gives for the same point
     assert _own(_json(capsys, "decode", *VR200)["notes"]) == said
+
+
+def _first_line_verdict(text: str) -> str:
+    """The text's first line of a point costed under --ignore-capacity, as the JSON words it."""
+    head = text.splitlines()[0]
+    assert head.endswith("; --ignore-capacity: the numbers below are for a point that cannot run")
+    return "warning: " + head.replace("the numbers below are", "the numbers are")
+
+
+def test_a_point_that_does_not_fit_says_so_in_its_json(capsys: pytest.CaptureFixture[str]) -> None:
+    """``serve specdec --ignore-capacity --json`` gave the speed-ups of a 70B target on one H100
+    (141 GB of weights, 85.5 GB of memory) with nothing saying the point cannot run; every
+    command that goes on under --ignore-capacity now keeps the text's first line as a warning."""
+    spec = ("serve", "specdec", "llama-3.1-70b", "llama-3.1-8b", "--device", "h100", "--ignore-capacity")
+    text, _ = _run(capsys, *spec)
+    doc = _json(capsys, *spec)
+    assert doc["capacity"]["target"]["fits"] is False and doc["capacity"]["draft"]["fits"] is True
+    assert doc["capacity"]["target"]["needed_bytes"] > doc["capacity"]["target"]["capacity_bytes"]
+    assert doc["notes"] == [_first_line_verdict(text)]
+    assert doc["best_k"] == int(text.split("best k = ")[1].split()[0])
+    for argv in (
+        ("decode", "llama-3.1-70b", "--device", "h100", "--ignore-capacity"),
+        ("prefill", "llama-3.1-70b", "--device", "h100", "--ignore-capacity"),
+    ):
+        text, _ = _run(capsys, *argv)
+        doc = _json(capsys, *argv)
+        assert doc["capacity"]["fits"] is False and doc["notes"] == [_first_line_verdict(text)]
+    # a point that fits says nothing of the kind
+    assert "notes" not in _json(
+        capsys, "serve", "specdec", "llama-3.1-8b", "llama-3.1-8b", "--device", "h100"
+    )

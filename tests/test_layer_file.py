@@ -143,7 +143,8 @@ def test_a_layer_file_decodes_as_its_catalog_model(
     # the same document, but for what the file's run said on stderr (kept in --json's notes):
     # a layer file of a bf16 model states no dtype (jamba's), so its bf16 is an assumption the
     # catalog's config states; deepseek-v3's states its fp8 and says nothing more
-    extra = [n for n in from_file.pop("notes", []) if n not in said.pop("notes", [])]
+    catalog_notes = said.pop("notes", [])  # once: a pop inside the comprehension ran per note
+    extra = [n for n in from_file.pop("notes", []) if n not in catalog_notes]
     assert from_file == said
     assert len(extra) == (model == "jamba-v0.1")
     assert all("the file states no dtype: its unquantised weights" in n for n in extra)

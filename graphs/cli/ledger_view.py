@@ -17,7 +17,13 @@ __all__ = [
     "capacity_verdict",
     "refuse_or_warn",
     "print_notes",
+    "IGNORED_JSON",
+    "json_warning",
 ]
+
+#: what ``--json`` says, as a warning in its ``"notes"``, after the verdict of a point that does not
+#: fit and is costed under ``--ignore-capacity`` (the text's first line says it of "the numbers below")
+IGNORED_JSON = "; --ignore-capacity: the numbers are for a point that cannot run"
 
 
 def print_terms(terms: dict[str, float], cap: float) -> None:
@@ -70,6 +76,27 @@ def refuse_or_warn(args: argparse.Namespace, fit: Any, try_flag: str | None = "-
     return rc
 
 
+def json_warning(args: argparse.Namespace, verdicts: list[str]) -> None:
+    """Under ``--json``, each verdict of a point that does not fit and is costed under
+    ``--ignore-capacity`` (the text's first lines), said as a warning: on stderr and in the
+    document's ``"notes"`` (:func:`graphs.cli.common.dump`). Called as the document is printed,
+    after the work (a later error is the one line said). Nothing for the text, which prints them.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The command's options (``json``, ``ignore_capacity``).
+    verdicts : list of str
+        The headlines of the points that do not fit (``CapacityFit.headline``).
+    """
+    if not (getattr(args, "json", False) and getattr(args, "ignore_capacity", False)):
+        return
+    from costmodel.notes import say
+
+    for verdict in verdicts:
+        say(verdict + IGNORED_JSON, kind="warning")
+
+
 def capacity_verdict(
     args: argparse.Namespace, fit: Any, try_flag: str | None = "--tp"
 ) -> tuple[int | None, str | None, dict[str, Any] | None]:
@@ -80,7 +107,7 @@ def capacity_verdict(
     if getattr(args, "ignore_capacity", False):
         from graphs.serving.present.phase_summary import IGNORED_CAPACITY  # the page's words too
 
-        if getattr(args, "json", False):
+        if getattr(args, "json", False):  # said as the document is printed: json_warning
             return None, None, None
         return (
             None,

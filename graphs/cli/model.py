@@ -110,7 +110,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
     from graphs.serving.present.step_prediction import predict_step_report
 
     from .cached import analysis, capacity
-    from .ledger_view import refuse_or_warn
+    from .ledger_view import json_warning, refuse_or_warn
     from .model_option import check_context
     from .predict_option import fp8_scales_of
 
@@ -151,6 +151,7 @@ def cmd_model_analyze(args: argparse.Namespace) -> int:
         result, fit, tuple(notes), args.phase, **point, tp=args.tp, top=args.top, prediction=pred, config=cfg
     )
     keep(args, report=report)
+    json_warning(args, [] if fit.fits else [fit.headline("--tp")])
     print(dump(report.to_dict()) if args.json else report.to_text())
     return 0
 

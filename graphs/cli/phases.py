@@ -13,7 +13,7 @@ from graphs.serving.step.defaults import DEFAULT_SEQ
 
 from .common import dump, progress_bar
 from .html_option import add_html_option, keep
-from .ledger_view import capacity_verdict, print_fits, print_kv_split, print_terms
+from .ledger_view import capacity_verdict, json_warning, print_fits, print_kv_split, print_terms
 from .model_option import check_context, resolve_config
 from .options import CSV_SUFFIXES, HELP, add_dtype_options, check_output_path, dtype_list, int_list, number
 
@@ -292,6 +292,7 @@ def prefill_result(args: argparse.Namespace) -> tuple[int, str | None, dict[str,
         return refused, _refused_text(args, head), doc
     summary = PrefillSummary(req, prefill_report(args, resolve_config), fit, _expert_plan(args))
     keep(args, summary=summary)
+    json_warning(args, [] if fit.fits else [fit.headline("--tp")])
     return 0, _headed(head, summary.to_text()), summary.to_dict()
 
 
@@ -313,6 +314,7 @@ def decode_result(args: argparse.Namespace) -> tuple[int, str | None, dict[str, 
     caps = {} if args.json else kv_caps(args, resolve_config)  # the text's cache line reads them
     summary = DecodeSummary(req, rep, fit, nf, lim, caps, _expert_plan(args))
     keep(args, summary=summary)
+    json_warning(args, [] if fit.fits else [fit.headline("--tp")])
     return 0, _headed(head, summary.to_text()), summary.to_dict()
 
 

@@ -13,6 +13,7 @@ from typing import Any
 from .common import emit
 from .cost_option import add_cost_options
 from .html_option import add_html_option, keep
+from .ledger_view import json_warning
 from .options import add_dtype_options, apply_dtypes, int_list
 from .predict_option import add_predict_option
 from .routing_option import add_routing_options, routing_of
@@ -49,7 +50,13 @@ def cmd_disagg(args: argparse.Namespace) -> int:
     if refused is not None:
         return refused
     keep(args, report=report)
+    json_warning(args, _verdicts(report.capacity))
     return emit(args, report.to_dict(), report.to_text())
+
+
+def _verdicts(checks: dict[str, Any]) -> list[str]:
+    """The headline of each point of ``checks`` that does not fit, named by its role."""
+    return [f"{k}: {c.headline(None)}" for k, c in checks.items() if c is not None and not c.fits]
 
 
 def _predictor(args: argparse.Namespace) -> Any:
@@ -79,9 +86,9 @@ def _refuse(args: argparse.Namespace, checks: dict[str, Any]) -> int | None:
     bad = {k: c for k, c in checks.items() if c is not None and not c.fits}
     if not bad:
         return None
-    heads = [f"{k}: {c.headline(None)}" for k, c in bad.items()]
+    heads = _verdicts(checks)
     if args.ignore_capacity:
-        if not args.json:
+        if not args.json:  # --json: said as the document is printed (ledger_view.json_warning)
             for h in heads:
                 print(h + "; --ignore-capacity: the numbers below are for a point that cannot run")
         return None
@@ -138,7 +145,9 @@ def cmd_specdec(args: argparse.Namespace) -> int:
     text += "".join(
         "\n" + x for x in _predicted(args, target, args.device, args.batch, args.ctx, unlike="speculating")
     )
-    return emit(args, r.to_dict(), text)
+    # each model's verdict beside the numbers (a point that does not fit: costed under --ignore-capacity)
+    json_warning(args, _verdicts(checks))
+    return emit(args, {**r.to_dict(), "capacity": {k: c.to_dict() for k, c in checks.items()}}, text)
 
 
 def cmd_split(args: argparse.Namespace) -> int:
@@ -189,6 +198,7 @@ def cmd_split(args: argparse.Namespace) -> int:
     )
     if r.attention_devices_to_hold > 1:
         text = f"--ignore-capacity: the numbers below are for a point that cannot run\n{text}"
+        json_warning(args, [f"{r.model}: {held} needed"])
     return emit(args, r.to_dict(), text)
 
 
