@@ -126,3 +126,35 @@ def test_a_point_that_does_not_fit_says_so_in_its_json(capsys: pytest.CaptureFix
     assert "notes" not in _json(
         capsys, "serve", "specdec", "llama-3.1-8b", "llama-3.1-8b", "--device", "h100"
     )
+
+
+def test_a_raw_ledger_table_gives_bytes_as_every_ledger_does(capsys: pytest.CaptureFixture[str]) -> None:
+    """``ledger --batches`` without a model gave GiB under the keys (``weights``, ``kv_cache``
+    ...) that a model's ledger gives bytes under, and ``fits`` as "yes"/"OOM"; the profiling
+    article's 7B ledger by hand: 14e9 B of weights, 2*32*4096*2 = 524,288 B of KV a token, 128 KiB
+    of activations a token, prompts of 4,096 tokens, 30 % overhead on a 78 GiB device."""
+    argv = (
+        "ledger",
+        *("--weights-bytes", "14e9", "--kv-bytes-per-token", "2*32*4096*2"),
+        *("--act-bytes-per-token", "128*1024", "--overhead", "0.3", "--capacity-bytes", "78*1024**3"),
+        *("--ctx", "4096", "--phase", "prefill", "--batches", "1,24"),
+    )
+    text, _ = _run(capsys, *argv)
+    doc = _json(capsys, *argv)
+    one, many = doc["rows"]
+    assert doc["capacity_bytes"] == 78 * GIB
+    assert (
+        one["weights"] == 14e9
+        and one["kv_cache"] == 524288 * 4096
+        and one["activations"] == 128 * 1024 * 4096
+    )
+    assert many["kv_cache"] == 24 * 524288 * 4096 and one["fits"] is True and many["fits"] is False
+    for row, line in zip(doc["rows"], text.splitlines()[2:4], strict=True):
+        cells = line.split()
+        assert cells[1:6] == [
+            f"{row[k] / GIB:.2f}" for k in ("weights", "kv_cache", "activations", "overhead", "total")
+        ]
+        assert cells[6] == ("yes" if row["fits"] else "OOM")
+    # a model's ledger names the same terms in the same unit
+    model = _json(capsys, "ledger", "tiny", "--phase", "prefill", "--seq", "64")
+    assert set(one) - {"batch", "fits"} == set(model["terms"])

@@ -214,7 +214,7 @@ def _ledger_raw(args: argparse.Namespace) -> int:
     cap = number(args.capacity_bytes, "--capacity-bytes")
     seq = args.seq if args.seq is not None else args.ctx
     active = seq if args.phase == "prefill" else 1
-    rows = []
+    rows: list[dict[str, Any]] = []
     for b in int_list(args.batches or str(args.batch), "--batches"):
         t = {
             k: float(v)
@@ -222,16 +222,20 @@ def _ledger_raw(args: argparse.Namespace) -> int:
             .as_dict()
             .items()
         }
-        rows.append(
-            {"batch": b, **{k: v / GIB for k, v in t.items()}, "fits": "yes" if t["total"] <= cap else "OOM"}
-        )
+        # bytes under the keys of a model ledger's "terms", as every ledger's JSON gives them
+        rows.append({"batch": b, **t, "fits": bool(t["total"] <= cap)})
     fit_b = max_batch(led, cap, ctx=args.ctx, active_per_sequence=active)
     fit_c = max_context(led, cap, batch=args.batch, active_per_sequence=active)
     # README: exit 1 is "does not fit": no batch asked for fits (a table that runs into OOM is fine)
-    code = 0 if any(r["fits"] == "yes" for r in rows) else 1
+    code = 0 if any(r["fits"] for r in rows) else 1
     if args.json:
-        print(dump({"rows": rows, "max_batch": fit_b.to_dict(), "max_context": fit_c.to_dict()}))
+        limits = {"max_batch": fit_b.to_dict(), "max_context": fit_c.to_dict()}
+        print(dump({"capacity_bytes": float(cap), "rows": rows, **limits}))
         return code
+    table = [
+        {**{k: v / GIB if k in t else v for k, v in r.items()}, "fits": "yes" if r["fits"] else "OOM"}
+        for r in rows
+    ]
     cols = (
         ("batch", "batch", "s"),
         ("weights", "weights GiB", ".2f"),
@@ -241,7 +245,7 @@ def _ledger_raw(args: argparse.Namespace) -> int:
         ("total", "total GiB", ".2f"),
         ("fits", "fits", "s"),
     )
-    print(format_table(rows, cols))
+    print(format_table(table, cols))
     print_fits(fit_b, "batch", f"ctx {args.ctx}")
     return code
 
