@@ -158,3 +158,29 @@ def test_a_raw_ledger_table_gives_bytes_as_every_ledger_does(capsys: pytest.Capt
     # a model's ledger names the same terms in the same unit
     model = _json(capsys, "ledger", "tiny", "--phase", "prefill", "--seq", "64")
     assert set(one) - {"batch", "fits"} == set(model["terms"])
+
+
+def test_fusion_plan_json_holds_the_comparison_the_text_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """``fusion plan --json`` gave the planner's plan alone: the unfused, suggested and ideal
+    bytes and times of the text's last line, and the model and step, were not in it."""
+    from costmodel.text import fmt_si
+
+    argv = ("fusion", "plan", "tiny", "--phase", "prefill", "--seq", "64")
+    text, _ = _run(capsys, *argv)
+    doc = _json(capsys, *argv)
+    assert (doc["model"], doc["phase"], doc["scope"], doc["batch"], doc["seq"]) == (
+        "tiny",
+        "prefill",
+        "layer",
+        1,
+        64,
+    )
+    last = text.splitlines()[-1]
+    for name in ("unfused", "suggested"):
+        t = doc[name]
+        assert f"{name} {fmt_si(t['dram_bytes'], 'B')}, {t['sum_of_kernel_bounds_s'] * 1e6:.2f} us" in last
+    assert last.endswith(f"ideal {fmt_si(doc['ideal']['dram_bytes'], 'B')}")
+    # the unfused plan and the ideal as `fusion audit` gives them for the same step
+    audit = _json(capsys, "fusion", "audit", "tiny", "--phase", "prefill", "--seq", "64")
+    assert doc["unfused"] == audit["unfused"] and doc["ideal"] == audit["ideal"]
+    assert (audit["model"], audit["phase"], audit["seq"]) == ("tiny", "prefill", 64)

@@ -20,7 +20,7 @@ from typing import Any
 
 import networkx as nx
 
-from costmodel.fusion import FusionPlan, ideal_cost, unfused_plan
+from costmodel.fusion import FusionPlan, unfused_plan
 from costmodel.fusion_audit import AuditReport, Suggestion, audit, suggest_fusions
 from costmodel.fusion_plan import PlanResult, plan_fusions
 from costmodel.hardware import Hardware, get_device
@@ -28,7 +28,7 @@ from costmodel.report import fmt_si, format_table
 from costmodel.text import table_cells
 from models.config import ModelConfig
 
-from ..analysis.fusion_request import AuditRequest, PlanRequest
+from ..analysis.fusion_request import AuditRequest, FusionStep, PlanRequest
 
 __all__ = ["FusionAuditReport", "FusionPlanReport", "run_audit", "run_plan"]
 
@@ -86,7 +86,11 @@ class FusionAuditReport:
         -------
         dict
         """
-        return {**self.report.to_dict(), "suggestions": [s.to_dict() for s in self.suggestions]}
+        return {
+            **_step(self.config.name, self.request),
+            **self.report.to_dict(),
+            "suggestions": [s.to_dict() for s in self.suggestions],
+        }
 
     @property
     def plan_words(self) -> str:
@@ -183,6 +187,13 @@ class FusionAuditReport:
         )
 
 
+def _step(model: str, request: FusionStep) -> dict[str, Any]:
+    """The step a fusion report is of, for its JSON: the model, the phase, the scope (``layer`` or
+    ``model``) and the point (batch with its prompt or KV length, tokens)."""
+    at = {"seq": request.seq} if request.phase == "prefill" else {"ctx": request.ctx}
+    return {"model": model, "phase": request.phase, "scope": request.scope, "batch": request.batch, **at}
+
+
 def run_audit(request: AuditRequest, config: ModelConfig) -> FusionAuditReport:
     """Audit the kernel boundaries of ``request``'s step of ``config`` (module doc).
 
@@ -231,13 +242,29 @@ class FusionPlanReport:
     result: PlanResult
 
     def to_dict(self) -> dict[str, Any]:
-        """What ``fusion plan --json`` prints: the planner's result.
+        """What ``fusion plan --json`` prints: the step, the planner's result and what the text
+        compares it with: the ``"unfused"`` and ``"suggested"`` plans' totals (None: no
+        suggestion) and the ``"ideal"`` (:func:`costmodel.fusion_audit.audit`'s totals, as ``fusion
+        audit --json`` gives them).
 
         Returns
         -------
         dict
         """
-        return self.result.to_dict()
+        un, sugg, ideal = self._baselines()
+        return {
+            **_step(self.name, self.request),
+            **self.result.to_dict(),
+            "unfused": un.to_dict(),
+            "suggested": None if sugg is None else sugg.to_dict(),
+            "ideal": ideal.to_dict(),
+        }
+
+    def _baselines(self) -> tuple[Any, Any, Any]:
+        """The unfused plan's, the suggested plan's (None: none) and the ideal's totals."""
+        g, hw = self.graph, self.hw
+        unfused = audit(g, hw, unfused_plan(g))
+        return unfused.unfused, audit(g, hw, suggest_fusions(g, hw)[1]).plan, unfused.ideal
 
     def _fused(self) -> list[dict[str, Any]]:
         """The fused kernels (groups of more than one op), most time saved first."""
@@ -262,10 +289,8 @@ class FusionPlanReport:
         -------
         str
         """
-        req, res, g, hw = self.request, self.result, self.graph, self.hw
-        sugg = audit(g, hw, suggest_fusions(g, hw)[1]).plan
-        un = audit(g, hw, unfused_plan(g)).unfused
-        ideal = ideal_cost(g)
+        req, res, hw = self.request, self.result, self.hw
+        un, sugg, ideal = self._baselines()
         gap = "unknown" if res.gap is None else f"{100 * res.gap:.3g} %"
         cert = (
             f"exact ({'certified optimal' if res.optimal else f'not certified, gap {gap}'}, {res.units} units in "
@@ -286,7 +311,7 @@ class FusionPlanReport:
                 else ""
             )
             + f"planner {fmt_si(res.bytes, 'B')}, {res.time_s * 1e6:.2f} us, {res.kernels:.0f} kernels; "
-            f"ideal {fmt_si(float(ideal.bytes), 'B')}",
+            f"ideal {fmt_si(ideal.dram_bytes, 'B')}",
         ]
         out += [f"  note: {note}" for note in res.notes]
         return "\n".join(out)
