@@ -5,7 +5,9 @@ hand computation."""
 
 from __future__ import annotations
 
+import csv
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -184,3 +186,17 @@ def test_fusion_plan_json_holds_the_comparison_the_text_prints(capsys: pytest.Ca
     audit = _json(capsys, "fusion", "audit", "tiny", "--phase", "prefill", "--seq", "64")
     assert doc["unfused"] == audit["unfused"] and doc["ideal"] == audit["ideal"]
     assert (audit["model"], audit["phase"], audit["seq"]) == ("tiny", "prefill", 64)
+
+
+def test_the_simulate_csv_leaves_a_tpot_it_has_none_of_empty(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One output token a request: no TPOT. The per-request CSV wrote 'nan' where sweep's and
+    search's CSV leave the cell empty and --json gives null."""
+    out = tmp_path / "r.csv"
+    argv = ("simulate", "tiny", "--rate", "5", "--requests", "10", "--output", "fixed:1", "--quiet")
+    _run(capsys, *argv, "--csv", str(out))
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 10 and all(r["tpot_s"] == "" and r["output"] == "1" for r in rows)
+    assert "nan" not in out.read_text() and all(float(r["ttft_s"]) > 0 for r in rows)
+    assert _json(capsys, *argv)["tpot"]["p50"] is None

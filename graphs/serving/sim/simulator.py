@@ -451,7 +451,9 @@ class SimResult(Result):
         return out | {"queue_share": self.queue_share}
 
     def requests_csv(self, path: str, flag: str = "csv") -> None:
-        """One row per request (arrivals relative to :attr:`time_origin_s`), written atomically.
+        """One row per request (arrivals relative to :attr:`time_origin_s`), written atomically; a
+        number a request has none of (the TPOT of one that generated a single token) is an empty
+        cell, as ``sweep`` and ``search`` write it, never ``nan``.
 
         Parameters
         ----------
@@ -465,7 +467,10 @@ class SimResult(Result):
         with atomic_write(path, flag) as f:
             f.write(",".join(keys) + "\n")
             for r in rows:
-                f.write(",".join(repr(v) for v in r) + "\n")
+                f.write(
+                    ",".join("" if isinstance(v, float) and not math.isfinite(v) else repr(v) for v in r)
+                    + "\n"
+                )
 
 
 def closed_loop_cycle(res: SimResult, think_s: float = 0.0) -> float:
