@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ..cost import Cost
 from ..dtypes import DTypeLike, dtype_bytes, roof_of
-from ..errors import RuleArgumentError
+from ..errors import InvalidDimensionError, RuleArgumentError
 from ..expr import to_expr
 from ..symbols import check_dim
 from .registry import register_rule
@@ -23,7 +23,7 @@ __all__ = ["elementwise", "reduction"]
 def elementwise(
     *,
     n: object,
-    inputs: int = 1,
+    inputs: object = 1,
     dtype: DTypeLike = "bf16",
     out_dtype: DTypeLike | None = None,
     vector_ops: object = 1,
@@ -56,8 +56,12 @@ def elementwise(
     6*n
     """
     count = check_dim(n, "n")
-    if not isinstance(inputs, int) or isinstance(inputs, bool) or inputs < 0:
-        raise RuleArgumentError(f"elementwise: inputs must be an integer >= 0, got {inputs!r}")
+    try:  # a count: a Python, numpy or sympy integer (``costmodel op`` passes sympy's), or a symbol
+        r = check_dim(inputs, "inputs", allow_zero=True)
+    except InvalidDimensionError:
+        raise RuleArgumentError(
+            f"elementwise: inputs must be a whole number >= 0 (or a symbolic count), got {inputs!r}"
+        ) from None
     rep = check_dim(passes, "passes")
     vops = check_dim(vector_ops, "vector_ops", allow_zero=True)
     sops = check_dim(sfu_ops, "sfu_ops", allow_zero=True)
@@ -65,7 +69,7 @@ def elementwise(
     o = dtype_bytes(out_dtype if out_dtype is not None else dtype, "out_dtype")
     prec = roof_of(compute_dtype)
     if read_bytes is None:
-        reads = inputs * b * count
+        reads = r * b * count
     else:
         reads = to_expr(read_bytes, field="read_bytes")
         if reads.is_number and reads.is_negative:
