@@ -117,7 +117,8 @@ def balance_point(
         The compute unit: ``tensor``, ``vector`` or ``sfu``.
     precision : str, default "bf16"
         The roof's precision (a roof key such as ``bf16``, ``fp8``); a device with no roof for
-        it but a wildcard one (a symbolic device) uses the wildcard.
+        it but a wildcard one (a symbolic device) uses the wildcard, and one that publishes no
+        bf16 rate the roof that bounds its bf16 matmuls (:meth:`Hardware.balance`).
     level : str, default "dram"
         The memory level whose bandwidth divides.
 
@@ -130,7 +131,9 @@ def balance_point(
     P/beta
     """
     hw = hw or Hardware.symbolic()
-    return hw.balance(unit, precision if hw.peak(unit, precision) is not None else WILDCARD, level)
+    if hw.peak(unit, precision) is None and hw.peak(unit, WILDCARD) is not None:
+        precision = WILDCARD  # a symbolic device's one roof
+    return hw.balance(unit, precision, level)
 
 
 def op_intensity(cost: Cost, unit: str | None = None, level: str = "dram") -> sympy.Expr:

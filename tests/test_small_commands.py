@@ -4,6 +4,7 @@ hand numbers and to their inputs: a review's findings, one test each."""
 import json
 
 import numpy as np
+import pytest
 
 from costmodel import op_cost
 from graphs.cli import main
@@ -31,3 +32,76 @@ def test_op_elementwise_takes_its_input_count(capsys):
     assert op_cost("elementwise", n=1000, inputs=0).bytes == 2000  # a generator writes only
     code, _, err = run(capsys, "op", "elementwise", "n=1000", "inputs=-1")
     assert code == 2 and "inputs must be a whole number >= 0" in err and "got -1" in err
+
+
+# Groq's datasheet figures (catalog.toml, groq-lpu): FP16 188 TFLOP/s, no BF16 rate, 80 TB/s SRAM
+GROQ_RIDGE = 188e12 / 80e12  # 2.35 FLOP/B
+
+
+def test_report_and_derive_take_the_bf16_roof_op_takes(capsys):
+    """``report``, ``derive crossover`` and ``derive tile`` refused a device that publishes no
+    bf16 rate ("device 'groq-lpu' has no dense tensor roof for precision 'bf16'") while ``op`` and
+    the model commands bound its bf16 matmuls by its fp16 roof and say so (docs/contributing.md).
+    Now the ridge is that roof's, said once: Groq's I* = 188e12 / 80e12 = 2.35 FLOP/B, and the
+    4096-square crossover M* = 4096 I* / (4096 - 2 I*) (DESIGN.md's GEMM D with b = 2)."""
+    code, out, err = run(capsys, "report", "--device", "groq-lpu", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["ridge_flop_per_byte"] == pytest.approx(GROQ_RIDGE)
+    assert data["dtype"] == "bf16"
+    assert sum("no tensor bf16 rate" in n and "fp16 roof" in n for n in data["notes"]) == 1
+    exact = 4096 * GROQ_RIDGE / (4096 - 2 * GROQ_RIDGE)
+    assert float(data["gemm_crossover_4096"]["exact"]) == pytest.approx(exact)
+    code, out, _ = run(capsys, "report", "--device", "groq-lpu")
+    assert code == 0 and out.count("publishes no tensor bf16 rate") == 1
+    assert "P_tensor,fp16 / beta_dram = 2.4 FLOP/B" in out  # the roof the ridge is, named
+    code, out, _ = run(capsys, "derive", "crossover", "--device", "groq-lpu", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert float(data["numeric"]["exact"]) == pytest.approx(exact)
+    assert any("fp16 roof" in n for n in data["notes"])
+    code, out, _ = run(capsys, "derive", "tile", "--device", "groq-lpu", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert data["ridge"] == pytest.approx(GROQ_RIDGE)
+    assert data["compute_bound"] is True  # a 128x128 bf16 tile: 64 FLOP/B > 2.35
+    # the library's counterparts answer the same
+    from costmodel import as_float, balance_point, get_device
+
+    assert as_float(balance_point(get_device("groq-lpu"))) == pytest.approx(GROQ_RIDGE)
+
+
+def test_report_says_what_the_device_assumes(capsys):
+    """``report`` on a device with preliminary figures or no vector roof printed its table with
+    nothing said, where ``op`` on the same device notes it: TPU v5p publishes no vector or SFU
+    roof (catalog.toml: "that work is reported as unbounded"), so the layernorm row's vector
+    FLOPs take no time; Rubin's figures are announced, not a datasheet's."""
+    code, out, _ = run(capsys, "report", "--device", "tpu-v5p")
+    assert code == 0
+    assert out.count("tpu-v5p publishes no vector roof") == 1
+    code, out, _ = run(capsys, "report", "--device", "vr200", "--dtype", "fp8")
+    assert code == 0 and out.count("vr200 figures are preliminary") == 1
+    code, out, _ = run(capsys, "report")  # H100 publishes every roof it uses: nothing to say
+    assert "note:" not in out
+
+
+def test_report_takes_an_fp8_format_name(capsys):
+    """``report --dtype fp8_e4m3`` was refused ("no dense tensor roof for precision 'fp8_e4m3'")
+    where ``derive crossover --dtype fp8_e4m3`` computes on the fp8 roof. Its ridge is H100's
+    FP8 roof over its bandwidth (datasheet: 1978.9e12 / 3.35e12 = 590.7 FLOP/B)."""
+    code, out, err = run(capsys, "report", "--dtype", "fp8_e4m3", "--json")
+    assert code == 0, err
+    assert json.loads(out)["ridge_flop_per_byte"] == pytest.approx(1978.9e12 / 3.35e12)
+
+
+def test_derive_balance_lists_each_device_once(capsys):
+    """``derive balance h100 h100-sxm`` printed H100's six rows twice; ``hw compare`` refuses the
+    same list. A preliminary device is said to be so."""
+    code, _, err = run(capsys, "derive", "balance", "h100", "h100-sxm")
+    assert code == 2 and "h100-sxm is given twice" in err
+    code, out, _ = run(capsys, "derive", "balance", "vr200")
+    assert code == 0 and out.count("vr200 figures are preliminary") == 1
+    # its fp8 row: 16.67 PFLOP/s (1.2 EFLOPS / 72, rubin-gtc2025) over 22 TB/s (rubin-ces2026)
+    code, out, _ = run(capsys, "derive", "balance", "vr200", "--json")
+    row = next(r for r in json.loads(out)["rows"] if r["precision"] == "fp8")
+    assert row["ridge"] == pytest.approx(1.2e18 / 72 / 22e12)

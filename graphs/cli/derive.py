@@ -76,6 +76,7 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     _check_shape_names("--N", args.N, n, form_names, own="N")
     _check_shape_names("--K", args.K, k, form_names, own="K")
     xo = gemm_crossover(N=n, K=k, hw=hw, dtype=args.dtype, w_dtype=args.w_dtype)
+    notes = _device_notes(hw, args.dtype)
     beta = as_float(hw.bandwidth())
     # the roofs and byte widths are numbers; N and K stay as given (symbols print as text)
     at: dict[str, float | str] = {
@@ -96,6 +97,7 @@ def cmd_crossover(args: argparse.Namespace) -> int:
                     "numeric": xo.to_dict(),
                     "symbolic": sym.to_dict(),
                     "symbolic_at": at,
+                    "notes": list(notes),
                 }
             )
         )
@@ -105,6 +107,7 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     lines = [
         f"GEMM [M,{k}] x [{k},{n}] on {hw.name}, activations {args.dtype}"
         + (f", weights {args.w_dtype}" if args.w_dtype else ""),
+        *(f"  note: {note}" for note in notes),
         f"  intensity I(M) = {xo.intensity}",
         f"  ridge I*       = {fmt_num(as_float(xo.balance), '.2f')} FLOP/B",
     ]
@@ -146,6 +149,16 @@ def cmd_crossover(args: argparse.Namespace) -> int:
     return 0
 
 
+def _device_notes(hw: Any, dtype: str) -> tuple[str, ...]:
+    """What the device makes a ridge at ``dtype``'s tensor roof assume, said once as ``op`` and
+    ``report`` say it: preliminary figures, a roof standing in for a bf16 rate the device does not
+    publish (:func:`costmodel.hardware.fallback.roof_notes`)."""
+    from costmodel.dtypes import roof_of
+    from costmodel.hardware.fallback import roof_notes
+
+    return roof_notes(hw, used={("tensor", roof_of(dtype))})
+
+
 def _condition_text(cond: Any) -> str:
     """A condition as printed: a bound that is a fraction to two decimals (``x > 318.29``,
     ``x*y/(x + y) >= 295.34``), anything else as sympy writes it (``67*x*y - 19788*x > 0``)."""
@@ -177,13 +190,20 @@ def cmd_balance(args: argparse.Namespace) -> int:
     from costmodel.derive import (
         balance_point,
     )
+    from costmodel.errors import CostModelError
     from costmodel.hardware import device_names, get_device
+    from costmodel.hardware.fallback import roof_notes
     from costmodel.report import format_table
 
-    names = args.devices or list(device_names())
+    hws = [get_device(name) for name in args.devices or list(device_names())]
+    seen = [hw.name for hw in hws]
+    twice = next((n for i, n in enumerate(seen) if n in seen[:i]), None)
+    if twice is not None:  # an alias is its device: its rows twice (hw compare refuses it so)
+        raise CostModelError(f"devices: {twice} is given twice (or by an alias): list each device once")
+    # a device's own notes (preliminary figures), once each; the rows are its published roofs
+    notes = [note for hw in hws for note in roof_notes(hw, used=())]
     rows = []
-    for name in names:
-        hw = get_device(name)
+    for hw in hws:
         for prec in hw.precisions("tensor"):
             rows.append(
                 {
@@ -195,9 +215,11 @@ def cmd_balance(args: argparse.Namespace) -> int:
                 }
             )
     if args.json:
-        print(dump({"symbolic": str(balance_point()), "rows": rows}))
+        print(dump({"symbolic": str(balance_point()), "rows": rows, "notes": notes}))
         return 0
     print(f"ridge point I* = {balance_point()}  (tensor roof over DRAM bandwidth)")
+    for note in notes:
+        print(f"  note: {note}")
     cols = (
         ("device", "device", "s"),
         ("precision", "precision", "s"),
@@ -252,8 +274,11 @@ def cmd_tile(args: argparse.Namespace) -> int:
     )
     out: dict[str, Any] = {"tile_intensity": str(i), "closed_form": str(sym)}
     verdict = ""
+    notes: tuple[str, ...] = ()
     if args.device:
         hw = get_device(args.device)
+        notes = _device_notes(hw, args.dtype)
+        out["notes"] = list(notes)
         ridge = hw.balance("tensor", get_dtype(args.dtype).roof)  # fp8_e4m3 computes on the fp8 roof
         out["ridge"] = as_float(ridge)
         # a symbolic tile (--tile-m x) is compute-bound where its intensity reaches the ridge and
@@ -276,6 +301,8 @@ def cmd_tile(args: argparse.Namespace) -> int:
         f"blocked-matmul tile intensity = {sym} = {i} FLOP/B"
         + (f"; ridge {fmt_num(out['ridge'], '.1f')} -> {verdict}" if args.device else "")
     )
+    for note in notes:
+        print(f"  note: {note}")
     return 0
 
 

@@ -32,7 +32,9 @@ output."""
 def cmd_report(args: argparse.Namespace) -> int:
     from costmodel.cost import as_float
     from costmodel.derive import gemm_crossover
+    from costmodel.dtypes import roof_of
     from costmodel.hardware import get_device
+    from costmodel.hardware.fallback import roof_notes, roof_precision
     from costmodel.pretty import tidy_signs
     from costmodel.report import format_table, roofline_rows, standard_ops
     from costmodel.symbols import dim
@@ -41,17 +43,25 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .common import dump
 
     hw = get_device(args.device)
-    rows = roofline_rows(standard_ops(args.dtype), hw, ridge_precision=args.dtype)
+    roof = roof_of(args.dtype)  # the roof a dtype computes on: fp8_e4m3 on the fp8 one
+    ops = standard_ops(args.dtype)
+    rows = roofline_rows(ops, hw, ridge_precision=roof)
     xo = gemm_crossover(N=4096, K=4096, hw=hw, dtype=args.dtype)
     # the closed form of the page's own dtypes, their byte widths substituted (a narrow GEMM
     # writes bf16, as the table's GEMM rows and the numeric root price it): free in P, beta, N, K
     sym = gemm_crossover(N=dim("N"), K=dim("K"), dtype=args.dtype)
-    ridge = as_float(hw.balance("tensor", args.dtype))
+    ridge = as_float(hw.balance("tensor", roof))
+    # what the device makes the bound assume (preliminary figures, a roof standing in for one it
+    # does not publish, a unit with none), said once as `op` says it: the units the table prices
+    used = {key for _, cost in ops for key in cost.flop_terms}
+    notes = roof_notes(hw, used=used)
     if args.json:
         print(
             dump(
                 {
                     "device": hw.name,
+                    "dtype": args.dtype,
+                    "notes": list(notes),
                     "ridge_flop_per_byte": ridge,
                     "ops": rows,
                     "gemm_crossover_4096": xo.to_dict(),
@@ -61,7 +71,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         )
         return 0
     print(f"Roofline of the standard operator ledger on {hw.name} ({hw.description})")
-    print(f"ridge point I* = P_tensor,{args.dtype} / beta_dram = {ridge:.1f} FLOP/B\n")
+    for note in notes:
+        print(f"  note: {note}")
+    print(
+        f"ridge point I* = P_tensor,{roof_precision(hw, 'tensor', roof)} / beta_dram = {ridge:.1f} FLOP/B\n"
+    )
     print(format_table(rows))
     print("\nGEMM [M,4096] x [4096,4096]: smallest M that is compute-bound")
     if xo.exact is not None:
