@@ -105,3 +105,35 @@ def test_derive_balance_lists_each_device_once(capsys):
     code, out, _ = run(capsys, "derive", "balance", "vr200", "--json")
     row = next(r for r in json.loads(out)["rows"] if r["precision"] == "fp8")
     assert row["ridge"] == pytest.approx(1.2e18 / 72 / 22e12)
+
+
+def test_probe_calibrated_spec_says_its_figures_are_calibrated():
+    """``probe --calibrated-out`` wrote the tensor roofs times e_max and the bandwidth times eta
+    with the raw measurement's source unchanged: a roof of 101.7 GFLOP/s "measured ... 2.15e+09
+    FLOP in 41.73 ms" (that is 51.5). By hand, the synthetic run below: mm 2 GFLOP in 10 ms =
+    200 GFLOP/s, x 0.5 = 100 GFLOP/s; bw:add 24e6 B in 2 ms = 12 GB/s, x 0.8 = 9.6 GB/s; each
+    source names its factor. The table prints "-" for a rate a measurement does not time (a
+    matmul's GB/s was "0.0")."""
+    from costmodel.measure.calibrate import Calibration
+    from costmodel.measure.probe import Measurement, ProbeResult
+    from costmodel.measure.probe_report import ProbeReport, ProbeRequest
+
+    res = ProbeResult(
+        [Measurement("bw:add", 2e-3, 0.0, bytes=24e6), Measurement("mm:numpy:fp32", 10e-3, 0.0, flops=2e9)],
+        {"cpu": "synthetic"},
+    )
+    report = ProbeReport(ProbeRequest(name="box"), res, (), Calibration(0.8, 0.5, 10.0))
+    dev = report.calibrated_spec()["devices"]["box"]
+    tensor = next(r for r in dev["roofs"] if r["unit"] == "tensor")
+    assert tensor["peak_flops_per_s"] == pytest.approx(100e9)
+    assert "2e+09 FLOP in 10.00 ms" in tensor["source"] and "calibrated: x 0.5" in tensor["source"]
+    dram = dev["memory"][0]
+    assert dram["bandwidth_bytes_per_s"] == pytest.approx(9.6e9)
+    assert "calibrated: x 0.8" in dram["source"]
+    raw = res.spec_dict("box")["devices"]["box"]  # the uncalibrated file is the measurement as is
+    assert "calibrated" not in json.dumps(raw["roofs"]) + raw["memory"][0]["source"]
+    lines = report.to_text().splitlines()
+    mm = next(line for line in lines if line.startswith("mm:numpy:fp32"))
+    assert mm.split()[3:] == ["-", "200.0"]
+    bw = next(line for line in lines if line.startswith("bw:add"))
+    assert bw.split()[3:] == ["12.0", "-"]

@@ -77,6 +77,11 @@ class ProbeRequest:
             raise CostModelError(f"--calibrated-out {self.out!r} is --out's file: give another path")
 
 
+def _rate(per_s: float | None) -> str:
+    """A measured rate in G per second to one decimal, or "-" where the measurement has none."""
+    return "-" if per_s is None else f"{per_s / 1e9:.1f}"
+
+
 @dataclass(frozen=True)
 class ProbeReport:
     """One probe: the measurements, the microbenchmarks against the probed spec, the fit.
@@ -110,10 +115,22 @@ class ProbeReport:
         cal, name = self.calibration, self.request.name
         spec = self.result.spec_dict(name)
         dev = spec["devices"][name]
+        # each scaled figure's source says so: its text names the measurement, whose rate alone
+        # is not the number written (the file read 101.7 GFLOP/s "measured: 2.15e9 FLOP in
+        # 41.73 ms", that is 51.5)
         for r in dev["roofs"]:
             if r["unit"] == "tensor":
                 r["peak_flops_per_s"] *= cal.gemm_e_max
-        dev["memory"][0]["bandwidth_bytes_per_s"] *= cal.memory_efficiency
+                r["source"] += (
+                    f"; calibrated: x {cal.gemm_e_max:.4g}, the GEMM efficiency ceiling e_max "
+                    "fitted to the probe's microbenchmarks"
+                )
+        dram = dev["memory"][0]
+        dram["bandwidth_bytes_per_s"] *= cal.memory_efficiency
+        dram["source"] += (
+            f"; bandwidth calibrated: x {cal.memory_efficiency:.4g}, the memory efficiency fitted to "
+            "the probe's memory-bound microbenchmarks"
+        )
         return spec
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,8 +177,10 @@ class ProbeReport:
                 "name": m.name,
                 "ms": m.best_s * 1e3,
                 "spread": 100 * m.spread,
-                "gbs": m.bandwidth / 1e9 if (m.bytes and not m.flops) or m.name.startswith("bw") else 0.0,
-                "gfs": m.flops_per_s / 1e9,
+                # a rate the measurement does not time is "-", not a measured 0.0: a matmul's
+                # bytes are not its bandwidth, a copy does no FLOPs
+                "gbs": _rate(m.bandwidth if (m.bytes and not m.flops) or m.name.startswith("bw") else None),
+                "gfs": _rate(m.flops_per_s if m.flops else None),
             }
             for m in res.measurements
         ]
@@ -169,8 +188,8 @@ class ProbeReport:
             ("name", "measurement", "s"),
             ("ms", "best ms", ".3f"),
             ("spread", "spread %", ".1f"),
-            ("gbs", "GB/s", ".1f"),
-            ("gfs", "GFLOP/s", ".1f"),
+            ("gbs", "GB/s", "s"),
+            ("gfs", "GFLOP/s", "s"),
         )
         table = [
             {**r.to_dict(), "pct": 100 * r.achieved_fraction, "flag": ",".join(r.flags)} for r in self.rows
