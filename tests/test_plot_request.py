@@ -126,11 +126,7 @@ def test_a_prefill_title_names_the_prompt_not_ctx(kind: str, tmp_path) -> None:
     decode's name ``ctx`` alone. Expected titles written out from plot_title's layout."""
     pytest.importorskip("matplotlib", reason="the plot extra is not installed")
     cfg = get_model("tiny")
-    pre = run_plot(
-        PlotRequest(kind, model="tiny", phase="prefill", seq=512, ctx=1024), cfg, str(tmp_path / "p.svg")
-    )
+    pre = run_plot(PlotRequest(kind, model="tiny", phase="prefill", seq=512), cfg, str(tmp_path / "p.svg"))
     assert pre.title == f"{kind} (bf16): tiny prefill on h100-sxm, batch 8, seq 512, tp 1"
-    dec = run_plot(
-        PlotRequest(kind, model="tiny", phase="decode", seq=512, ctx=1024), cfg, str(tmp_path / "d.svg")
-    )
+    dec = run_plot(PlotRequest(kind, model="tiny", phase="decode", ctx=1024), cfg, str(tmp_path / "d.svg"))
     assert dec.title == f"{kind} (bf16): tiny decode on h100-sxm, batch 8, ctx 1024, tp 1"

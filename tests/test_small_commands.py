@@ -137,3 +137,35 @@ def test_probe_calibrated_spec_says_its_figures_are_calibrated():
     assert mm.split()[3:] == ["-", "200.0"]
     bw = next(line for line in lines if line.startswith("bw:add"))
     assert bw.split()[3:] == ["12.0", "-"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["frontier", "--ctx", "8192"],
+            "--ctx does not apply to frontier: it draws decode batches 1 to 512 at ctx 1024",
+        ),
+        (["ledger", "--batch", "3"], "--batch does not apply to ledger"),
+        (["ledger", "--phase", "prefill"], "--phase does not apply to ledger"),
+        (["batch-sweep", "--batch", "4"], "--batch does not apply to batch-sweep"),
+        (["roofline", "--seq", "100"], "--seq 100 is a prefill's prompt length"),
+        (["headroom", "--phase", "prefill", "--ctx", "100"], "--ctx 100 is a decode's KV length"),
+        (["batch-sweep", "--measure", "--tp", "2"], "--tp does not apply to batch-sweep --measure"),
+    ],
+)
+def test_plot_refuses_a_setting_its_figure_does_not_draw(capsys, tmp_path, argv, says):
+    """``plot frontier --ctx 8192`` drew its own ctx 1024/4096/16384 (the title said so, the
+    command did not), ``plot ledger --batch 3`` its batches 1 to 128, ``plot roofline --seq 100``
+    a decode at ctx 4096: each setting given was dropped with rc 0. Refused now, before any work,
+    naming what the figure draws; the library's request refuses the same."""
+    code, out, err = run(capsys, "plot", *argv, "--out", str(tmp_path / "x.png"))
+    assert code == 2 and says in err and not out
+    assert not (tmp_path / "x.png").exists()
+    from costmodel.errors import CostModelError
+    from graphs.serving.analysis.plot_request import PlotRequest
+
+    with pytest.raises(CostModelError, match="--ctx does not apply to frontier"):
+        PlotRequest("frontier", ctx=8192)
+    req = PlotRequest("ledger", ctx=1024)  # what it takes; the rest as drawn when not given
+    assert (req.ctx, req.tp, req.batch, req.phase) == (1024, 1, 8, "decode")

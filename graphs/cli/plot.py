@@ -47,9 +47,10 @@ def _check_context(args: argparse.Namespace, req: Any) -> None:
 
     if req.measure or req.kind == "frontier":
         return
-    step = req.kind in ("roofline", "headroom") and req.phase == "prefill"
+    phase, _, seq, ctx, _ = req.step()
+    step = req.kind in ("roofline", "headroom") and phase == "prefill"
     at = argparse.Namespace(**{**vars(args), "model": req.model_name})
-    check_context(at, *((req.seq, "--seq") if step else (req.ctx, "--ctx")))
+    check_context(at, *((seq, "--seq") if step else (ctx, "--ctx")))
 
 
 def add_plot_parser(sub: Any) -> None:
@@ -62,11 +63,40 @@ def add_plot_parser(sub: Any) -> None:
     pl.add_argument("--model", default=None, help="catalog model or config.json (default: llama-3.1-8b)")
     add_assume_family(pl)
     pl.add_argument("--device", default=None, help="catalog device or alias (default: h100-sxm)")
-    pl.add_argument("--phase", choices=("prefill", "decode"), default="decode")
-    pl.add_argument("--batch", type=int, default=8)
-    pl.add_argument("--seq", type=int, default=DEFAULT_SEQ)
-    pl.add_argument("--ctx", type=int, default=4096)
-    pl.add_argument("--tp", type=int, default=1)
+    # None when not given: a figure refuses a setting it does not draw at (PlotRequest.USES)
+    pl.add_argument(
+        "--phase",
+        choices=("prefill", "decode"),
+        default=None,
+        help="inference phase of the roofline and headroom step: prefill (B*S tokens) or decode "
+        "(B tokens over ctx) (default: decode)",
+    )
+    pl.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="sequences processed together (B), roofline and headroom only (default: 8; the "
+        "ledger, frontier and batch-sweep draw their own batches)",
+    )
+    pl.add_argument(
+        "--seq",
+        type=int,
+        default=None,
+        help=f"prompt length in tokens (S), roofline and headroom at --phase prefill (default: {DEFAULT_SEQ})",
+    )
+    pl.add_argument(
+        "--ctx",
+        type=int,
+        default=None,
+        help="KV length in tokens (the new one included): roofline and headroom at a decode, "
+        "ledger and batch-sweep (default: 4096; the frontier draws 1024, 4096 and 16384)",
+    )
+    pl.add_argument(
+        "--tp",
+        type=int,
+        default=None,
+        help="tensor-parallel degree: devices one layer is split over (default: 1)",
+    )
     pl.add_argument(
         "--precision",
         default=None,

@@ -26,6 +26,24 @@ DEFAULT_DEVICE = "h100-sxm"
 #: the figures that draw a tensor roof (``precision``), and the roof drawn when none is given
 PRECISION_KINDS = ("roofline", "headroom")
 DEFAULT_PRECISION = "bf16"
+#: the step settings each figure draws at (the others it sets itself: the ledger and batch-sweep
+#: their batches, the frontier its batches and contexts); roofline and headroom take ``seq`` at
+#: a prefill and ``ctx`` at a decode. A setting a figure does not use is refused, never ignored.
+USES = {
+    "roofline": ("phase", "batch", "seq", "ctx", "tp"),
+    "headroom": ("phase", "batch", "seq", "ctx", "tp"),
+    "ledger": ("ctx", "tp"),
+    "frontier": ("tp",),
+    "batch-sweep": ("ctx", "tp"),
+}
+#: what each setting is when not given
+DEFAULTS = {"phase": "decode", "batch": 8, "seq": DEFAULT_SEQ, "ctx": 4096, "tp": 1}
+#: what a figure draws in place of a setting it does not take (the refusal says it)
+_OWN = {
+    "ledger": "batches 1 to 128 of a decode's ledger",
+    "frontier": "decode batches 1 to 512 at ctx 1024, 4096 and 16384",
+    "batch-sweep": "decode batches 1 to 1024",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,12 +57,14 @@ class PlotRequest:
     model, device : str, optional
         Catalog model (or config path) and device, as given (None: :data:`DEFAULT_MODEL`,
         :data:`DEFAULT_DEVICE`).
-    phase : str
-        ``decode`` or ``prefill`` (roofline and headroom).
-    batch, seq, ctx : int
-        Sequences, prompt length and KV length (tokens).
-    tp : int
-        Tensor-parallel degree.
+    phase : str, optional
+        ``decode`` or ``prefill`` (roofline and headroom; None: ``decode``).
+    batch, seq, ctx : int, optional
+        Sequences, prompt length and KV length (tokens); None: 8, :data:`DEFAULT_SEQ` and 4096.
+        Each only where the figure draws at it (:data:`USES`; roofline and headroom take
+        ``seq`` at a prefill, ``ctx`` at a decode): another is refused, never ignored.
+    tp : int, optional
+        Tensor-parallel degree (None: 1).
     precision : str, optional
         The roofs drawn (roofline and headroom only: another figure refuses it), e.g. ``bf16``
         (None: :data:`DEFAULT_PRECISION`).
@@ -55,19 +75,25 @@ class PlotRequest:
     kind: str
     model: str | None = None
     device: str | None = None
-    phase: str = "decode"
-    batch: int = 8
-    seq: int = DEFAULT_SEQ
-    ctx: int = 4096
-    tp: int = 1
+    phase: str | None = None
+    batch: int | None = None
+    seq: int | None = None
+    ctx: int | None = None
+    tp: int | None = None
     precision: str | None = None
     measure: bool = False
 
     def __post_init__(self) -> None:
         check_choice("kind", self.kind, KINDS)
-        check_choice("phase", self.phase, PHASES)
+        if self.phase is not None:
+            check_choice("phase", self.phase, PHASES)
         for name in ("batch", "seq", "ctx", "tp"):
-            check_number(name, getattr(self, name), *INT_RANGES[name], whole=True)
+            if getattr(self, name) is not None:
+                check_number(name, getattr(self, name), *INT_RANGES[name], whole=True)
+        self._check_used()
+        for name, value in DEFAULTS.items():  # the settings not given, as the figure draws them
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
         if self.precision is not None and self.kind not in PRECISION_KINDS:
             raise CostModelError(
                 f"--precision applies to {' and '.join(PRECISION_KINDS)} only (the roofs drawn), not {self.kind}"
@@ -79,6 +105,50 @@ class PlotRequest:
                 raise CostModelError(
                     "batch-sweep --measure times a numpy GEMM on this machine; drop --device/--model"
                 )
+
+    def _check_used(self) -> None:
+        """Refuse a step setting the figure does not draw at (``plot frontier --ctx 8192`` drew
+        its own three contexts with nothing said), naming what it draws instead."""
+        if self.measure:  # a numpy GEMM on this machine: no model step at all
+            given = [n for n in DEFAULTS if getattr(self, n) is not None]
+            if given and self.kind == "batch-sweep":
+                raise CostModelError(
+                    f"--{given[0]} does not apply to batch-sweep --measure: it times a numpy GEMM "
+                    "[B, 2048] x [2048, 2048] on this machine, no model step"
+                )
+            return
+        uses = USES[self.kind]
+        for name in DEFAULTS:
+            if getattr(self, name) is not None and name not in uses:
+                raise CostModelError(
+                    f"--{name} does not apply to {self.kind}: it draws {_OWN[self.kind]}; "
+                    f"{self.kind} takes {', '.join('--' + u for u in uses)}"
+                )
+        if self.kind in PRECISION_KINDS:  # a prefill reads --seq tokens, a decode attends --ctx
+            if (self.phase or "decode") == "decode" and self.seq is not None:
+                raise CostModelError(
+                    f"--seq {self.seq} is a prefill's prompt length (--phase prefill); a decode step "
+                    "attends --ctx tokens"
+                )
+            if self.phase == "prefill" and self.ctx is not None:
+                raise CostModelError(
+                    f"--ctx {self.ctx} is a decode's KV length (--phase decode); a prefill step reads "
+                    "a --seq-token prompt"
+                )
+
+    def step(self) -> tuple[str, int, int, int, int]:
+        """The step the figure draws at: ``(phase, batch, seq, ctx, tp)``, each as given or its
+        :data:`DEFAULTS` value.
+
+        Returns
+        -------
+        (str, int, int, int, int)
+        """
+        phase = self.phase if self.phase is not None else "decode"
+        batch = self.batch if self.batch is not None else 8
+        seq = self.seq if self.seq is not None else DEFAULT_SEQ
+        ctx = self.ctx if self.ctx is not None else 4096
+        return phase, batch, seq, ctx, self.tp if self.tp is not None else 1
 
     @property
     def model_name(self) -> str:

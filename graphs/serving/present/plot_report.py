@@ -129,13 +129,14 @@ def run_plot(request: PlotRequest, config: ModelConfig | None, path: str) -> Plo
     if config is None:
         raise CostModelError(f"plot {req.kind} needs a model (config)")
     hw = get_device(req.device_name)
+    phase, batch, seq_len, ctx_len, tp = req.step()
     # the step's own length: a prefill's graph holds its prompt (--seq; its KV is the prompt, no
     # --ctx), a decode's its ctx; the roofline and headroom titles name that one only
-    seq = req.seq if req.phase == "prefill" else None
-    ctx = req.ctx if req.phase == "decode" else None
+    seq = seq_len if phase == "prefill" else None
+    ctx = ctx_len if phase == "decode" else None
 
     def title(what: str, **at: Any) -> str:
-        return plots.plot_title(what, model=config.name, device=hw.name, tp=req.tp, **at)
+        return plots.plot_title(what, model=config.name, device=hw.name, tp=tp, **at)
 
     if req.kind in ("roofline", "headroom"):
         from costmodel.graph import classify_graph
@@ -152,37 +153,35 @@ def run_plot(request: PlotRequest, config: ModelConfig | None, path: str) -> Plo
 
         g = build_model(
             config,
-            req.phase,
-            batch=req.batch,
-            seq=req.seq,
-            ctx=req.ctx,
-            tp=req.tp,
-            **device_dims(config, hw, req.tp),
+            phase,
+            batch=batch,
+            seq=seq_len,
+            ctx=ctx_len,
+            tp=tp,
+            **device_dims(config, hw, tp),
         )
         rows = classify_graph(g, hw)
-        where: dict[str, Any] = {"phase": req.phase, "batch": req.batch, "seq": seq, "ctx": ctx}
+        where: dict[str, Any] = {"phase": phase, "batch": batch, "seq": seq, "ctx": ctx}
         name = title(f"{req.kind} ({precision})", **where)
         if req.kind == "roofline":
             plots.roofline_plot(rows, hw, path, precision=precision, title=name)
         else:
             plots.headroom_plot(path, rows=rows, hw=hw, precision=precision, title=name)
     elif req.kind == "ledger":
-        terms = {b: capacity(config, hw, batch=b, ctx=req.ctx, tp=req.tp).terms for b in _LEDGER_BATCHES}
-        name = title("memory ledger", ctx=req.ctx)
+        terms = {b: capacity(config, hw, batch=b, ctx=ctx_len, tp=tp).terms for b in _LEDGER_BATCHES}
+        name = title("memory ledger", ctx=ctx_len)
         plots.ledger_plot(terms, float(hw.memory_bytes()), path, title=name)
     elif req.kind == "frontier":
-        res = sweep(
-            config, devices=[hw.name], batches=list(BATCHES[:-1]), ctxs=[1024, 4096, 16384], tp=req.tp
-        )
+        res = sweep(config, devices=[hw.name], batches=list(BATCHES[:-1]), ctxs=[1024, 4096, 16384], tp=tp)
         name = title("decode frontier, ctx 1024, 4096, 16384")
         plots.frontier_plot(res.rows(), path, title=name)
     else:  # the model's decode step against batch, at the batches that fit
-        res = sweep(config, devices=[hw.name], batches=list(BATCHES), ctxs=[req.ctx], tp=req.tp)
+        res = sweep(config, devices=[hw.name], batches=list(BATCHES), ctxs=[ctx_len], tp=tp)
         points = [{"shape": {"B": r["batch"]}, "predicted_s": r["tpot_s"]} for r in res.rows() if r["fits"]]
         if not points:
             raise CostModelError(
-                f"{config.name} at ctx {req.ctx} does not fit one {hw.name} at tp {req.tp} at any batch"
+                f"{config.name} at ctx {ctx_len} does not fit one {hw.name} at tp {tp} at any batch"
             )
-        name = title("decode batch sweep (TPOT bound, batches that fit)", ctx=req.ctx)
+        name = title("decode batch sweep (TPOT bound, batches that fit)", ctx=ctx_len)
         plots.batch_sweep_plot(points, path, title=name)
     return PlotReport(req, path, name)
