@@ -169,3 +169,20 @@ def test_plot_refuses_a_setting_its_figure_does_not_draw(capsys, tmp_path, argv,
         PlotRequest("frontier", ctx=8192)
     req = PlotRequest("ledger", ctx=1024)  # what it takes; the rest as drawn when not given
     assert (req.ctx, req.tp, req.batch, req.phase) == (1024, 1, 8, "decode")
+
+
+def test_ledger_overhead_help_says_what_the_fraction_is(capsys):
+    """``ledger --help`` said --overhead is "a fraction of the other terms' sum, of the total, or
+    of what is free", but under fraction_of_total it is the share the engine may use (0.9 reserves
+    0.1 of the device, not 0.9 of it) and under fraction_of_free the KV cache's share of what is
+    left. By hand, llama-3.1-8b on an H100 (driver: 81,559 MiB = 85,520,809,984 B): 0.9 of the
+    total leaves an overhead of 0.1 x 85,520,809,984 = 8,552,080,998.4 B."""
+    code, out, _ = run(capsys, "ledger", "--help")
+    flat = " ".join(out.split())
+    assert code == 0
+    assert "fraction_of_total (0, 1]: the share of the device the engine may use" in flat
+    assert "fraction_of_free (0, 1]: the share of the memory left after weights and activations" in flat
+    argv = ["ledger", "llama-3.1-8b", "--overhead-policy", "fraction_of_total", "--overhead", "0.9", "--json"]
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    assert json.loads(out)["terms"]["overhead"] == pytest.approx(0.1 * 81559 * 2**20)

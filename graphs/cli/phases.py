@@ -435,9 +435,15 @@ def add_phase_parsers(sub: Any) -> None:
         "--overhead-policy",
         default="fraction_of_sum",
         choices=("fraction_of_sum", "fraction_of_total", "fraction_of_free"),
-        help="how --overhead applies: a fraction of the other terms' sum, of the total, or of what is free",
+        help="what --overhead is: "
+        + "; ".join(f"{policy} {allowed}: {means}" for policy, (allowed, means) in _OVERHEAD_MEANS.items())
+        + " (default: fraction_of_sum)",
     )
-    lg.add_argument("--overhead", default="0", help="fraction for the policy (e.g. 0.3, or 0.9 utilisation)")
+    lg.add_argument(
+        "--overhead",
+        default="0",
+        help="the policy's fraction (see --overhead-policy; default: 0, which only fraction_of_sum takes)",
+    )
     lg.add_argument(
         "--act-bytes-per-token",
         default=None,
