@@ -186,3 +186,35 @@ def test_ledger_overhead_help_says_what_the_fraction_is(capsys):
     code, out, _ = run(capsys, *argv)
     assert code == 0
     assert json.loads(out)["terms"]["overhead"] == pytest.approx(0.1 * 81559 * 2**20)
+
+
+def test_a_hardware_file_of_no_device_is_refused(capsys, tmp_path):
+    """An empty ``[devices]`` table loaded nothing and said nothing (``report`` then ran on the
+    catalog's H100, as if the file had been read); ``{}`` was already refused."""
+    for name, text in (("empty.toml", "[devices]\n"), ("empty.json", '{"devices": {}}')):
+        path = tmp_path / name
+        path.write_text(text)
+        code, out, err = run(capsys, "--hw-file", str(path), "report")
+        assert code == 2 and not out
+        assert f"hardware file '{path}' defines no device" in err
+
+
+def test_a_scale_factor_that_is_not_positive_names_itself():
+    """``headroom(cost, hw, "compute", 0)`` said "roof tensor/fp8 peak_flops_per_s must be a
+    positive number, got 0", naming a roof the caller never gave; the factor is named now."""
+    from costmodel import get_device, headroom
+    from costmodel.errors import HardwareSpecError
+
+    gemm = op_cost("gemm", M=4096, N=4096, K=4096)
+    for factor in (0, -1):
+        with pytest.raises(HardwareSpecError, match=f"scale factor compute must be positive.*got {factor}$"):
+            headroom(gemm, "h100", "compute", factor)
+    with pytest.raises(HardwareSpecError, match="scale factor dram must be positive"):
+        get_device("h100").scaled({"dram": 0})
+    assert headroom(gemm, "h100", "compute", 2) == 2  # I = 1365 > 2 x 295: compute-bound, 2x
+
+
+def test_op_parameter_with_no_name(capsys):
+    """``op gemm =3 M=1 N=1 K=1`` said "unknown parameter(s) ;" (an empty name in the list)."""
+    code, _, err = run(capsys, "op", "gemm", "=3", "M=1", "N=1", "K=1")
+    assert code == 2 and "op parameter '=3' has no name before '='; gemm takes M, N, K" in err

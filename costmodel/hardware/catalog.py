@@ -662,6 +662,11 @@ def load_hardware_file(path: str | Path, *, register: bool = True, replace: bool
         parsed = _parse(data)
     except HardwareSpecError as exc:  # every error says which file, then which field
         raise HardwareSpecError(f"hardware file {str(path)!r}: {exc}") from None
+    if not parsed:  # an empty [devices] table loaded nothing and said nothing
+        raise HardwareSpecError(
+            f"hardware file {str(path)!r} defines no device: its 'devices' table is empty "
+            "(a device is a [devices.NAME] table)"
+        )
     if register:
         if not replace:
             _check_clashes(parsed, str(path))

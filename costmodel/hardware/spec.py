@@ -543,6 +543,11 @@ class Hardware:
                     f"cannot scale {key!r} on {self.name!r}; scalable: {', '.join(sorted(known))}"
                 )
         f = {k: to_expr(v, field=f"scale factor {k}") for k, v in factors.items()}
+        for key, value in f.items():  # named here, not as the roof or level it would zero
+            if value.is_positive is False or value.is_zero:
+                raise HardwareSpecError(
+                    f"scale factor {key} must be positive (the resource's multiple, e.g. 2), got {value}"
+                )
         token = _DERIVED.set(True)  # a what-if copy: positive values, outside RANGES if asked
         try:
             return self._scaled(f)

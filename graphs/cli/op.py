@@ -111,6 +111,11 @@ def _parse_param(item: str, rule: Rule) -> tuple[str, Any]:
         raise RuleArgumentError(f"op parameter {item!r} must look like key=value")
     key, value = item.split("=", 1)
     key = key.strip()
+    if not key:  # '=3' was refused as "unknown parameter(s) ;", an empty name in the list
+        raise RuleArgumentError(
+            f"op parameter {item!r} has no name before '='; {rule.name} takes "
+            + ", ".join(rule.signature.parameters)
+        )
     if key not in rule.signature.parameters:
         return key, value
     bools, strings = _param_kinds(rule)
