@@ -218,3 +218,14 @@ def test_op_parameter_with_no_name(capsys):
     """``op gemm =3 M=1 N=1 K=1`` said "unknown parameter(s) ;" (an empty name in the list)."""
     code, _, err = run(capsys, "op", "gemm", "=3", "M=1", "N=1", "K=1")
     assert code == 2 and "op parameter '=3' has no name before '='; gemm takes M, N, K" in err
+
+
+def test_a_whole_number_in_exponent_form_is_told_to_use_digits(capsys):
+    """``model analyze tiny --batch 1e3`` said "--batch must be a whole number, got '1e3'": it
+    is one (1000), only not in digits. The error says so now; 1.5 is still no whole number."""
+    code, _, err = run(capsys, "model", "analyze", "tiny", "--batch", "1e3")
+    assert (
+        code == 2 and "--batch must be a whole number in digits, got '1e3' (write it in digits: 1000)" in err
+    )
+    code, _, err = run(capsys, "model", "analyze", "tiny", "--batch", "1.5")
+    assert code == 2 and "got '1.5'" in err and "write it" not in err

@@ -174,7 +174,17 @@ def _int_type(flag: str, lo: int, hi: int) -> Callable[[str], int]:
         try:
             value = int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} must be a whole number, got {text!r}") from None
+            # '1e3' is a whole number, only not in digits: say so rather than that it is not one
+            hint = ""
+            try:
+                as_float = float(text)
+                if math.isfinite(as_float) and as_float.is_integer() and abs(as_float) < 1e30:
+                    hint = f" (write it in digits: {int(as_float)})"
+            except ValueError:
+                pass
+            raise argparse.ArgumentTypeError(
+                f"{flag} must be a whole number in digits, got {text!r}{hint}"
+            ) from None
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{flag} must be in [{lo}, {hi}], got {value}")
         return value
