@@ -26,7 +26,6 @@ from .fusion import (
     PlanIssue,
     check_plan,
     group_cost,
-    group_footprint,
     ideal_cost,
     out_bytes,
     plan_cost,
@@ -113,7 +112,10 @@ class GroupRow(Result):
 
 @dataclass(frozen=True)
 class Footprint(Result):
-    """On-chip bytes a fused group's intermediates need at the level it claims (None: unknown)."""
+    """On-chip bytes one SM holds for a fused group at the level it claims
+    (:func:`costmodel.fusion_legality.working_set_bytes`: its internal tensors' tiles and its
+    GEMMs' working sets; the capacity is the level's per SM, L2's shared by the SMs; None:
+    unknown)."""
 
     group: str
     level: str
@@ -168,6 +170,9 @@ def _summary(c: Cost, hw: Hardware, kernel_bounds_s: float | None = None) -> Pla
 
 def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditReport:
     """Price ``plan`` (default: the suggested plan) against unfused and ideal."""
+    from .fusion_legality import get_legality, level_capacity, working_set_bytes
+
+    leg = get_legality("default")
     plan = plan or suggest_fusions(g, hw)[1]
     issues = check_plan(g, plan)
     base = unfused_plan(g)
@@ -198,18 +203,15 @@ def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditR
                 )
             )
             if len(gr.members) > 1:
-                fp = as_float(group_footprint(g, gr))
-                cap = None
-                lvl = next((m for m in hw.memory if m.name == gr.level), None)
-                if lvl is not None and lvl.capacity_bytes is not None:
-                    cap = as_float(lvl.capacity_bytes)
+                fp = working_set_bytes(g, gr, leg)
+                cap = level_capacity(hw, gr.level)
                 foot.append(Footprint(gr.name, gr.level, fp, cap, None if cap is None else fp <= cap))
                 if cap is not None and fp > cap:
                     issues.append(
                         PlanIssue(
                             gr.name,
-                            f"intermediates need {fp:.0f} B of {gr.level} but the device "
-                            f"has {cap:.0f} B: use smaller tiles or count the re-reads",
+                            f"its working set needs {fp:.0f} B of {gr.level} per SM but the device "
+                            f"gives {cap:.0f} B: use smaller tiles or count the re-reads",
                         )
                     )
                 elif cap is None:
@@ -345,6 +347,10 @@ def suggest_fusions(g: nx.DiGraph, hw: Hardware) -> tuple[list[Suggestion], Fusi
     FusionPlan
         The plan with every kept group.
     """
+    from . import notes
+    from .fusion_legality import claim_level, get_legality, working_set_bytes
+
+    leg = get_legality("default")
     taken: set[str] = set()
     groups: list[Group] = []
     out: list[Suggestion] = []
@@ -358,6 +364,18 @@ def suggest_fusions(g: nx.DiGraph, hw: Hardware) -> tuple[list[Suggestion], Fusi
         trial = plan_from_groups(g, [*groups, gr])
         if check_plan(g, trial):
             continue
+        claim = claim_level(g, gr.members, hw, leg, working_set_bytes(g, gr, leg))
+        if claim.checked and claim.level is None:
+            # the planner prices on-chip fit the same way: a group no level holds is no kernel
+            notes.say(
+                f"fusion {gr.name} ({pattern.split(':')[0]}) not suggested: its working set at "
+                f"{leg.anchor_tile}x{leg.anchor_tile} GEMM tiles, {claim.footprint_bytes:,.0f} B, fits "
+                f"no on-chip level of {hw.name} (at most {claim.capacity_bytes:,.0f} B per SM)"
+            )
+            continue
+        if claim.level is not None:
+            gr = dataclasses.replace(gr, level=claim.level)
+            trial = plan_from_groups(g, [*groups, gr])
         after = group_cost(g, trial, gr)
         before_b = sum(as_float(g.nodes[m][COST].bytes) for m in members)
         saved = before_b - as_float(after.bytes)

@@ -73,6 +73,7 @@ __all__ = [
     "claim_level",
     "anchor_bytes",
     "group_footprint_bytes",
+    "working_set_bytes",
     "anchors_working_set",
     "siblings",
     "activation_inputs",
@@ -410,7 +411,26 @@ def anchors_working_set(g: nx.DiGraph, members: tuple[str, ...] | list[str], leg
 
 
 def group_footprint_bytes(g: nx.DiGraph, members: tuple[str, ...] | list[str], leg: Legality) -> float:
-    """Tiles of the group's internal tensors plus its GEMM working sets (bytes)."""
+    """Tiles of the group's internal tensors plus its GEMM working sets (bytes), at the tile
+    :func:`group_tile` gives the group under ``leg``."""
     rows, cols = group_tile(g, members, leg)
-    inter = as_float(group_footprint(g, Group("f", tuple(members), tile_rows=rows, tile_cols=cols)))
-    return inter + anchors_working_set(g, members, leg)
+    return working_set_bytes(g, Group("f", tuple(members), tile_rows=rows, tile_cols=cols), leg)
+
+
+def working_set_bytes(g: nx.DiGraph, group: Group, leg: Legality) -> float:
+    """On-chip bytes one SM holds for ``group`` at the group's own tile (module doc): one tile of
+    every internal tensor (:func:`costmodel.fusion.group_footprint`) plus, per anchor, the blocked
+    GEMM working set at ``leg.anchor_tile`` (:func:`anchors_working_set`). The one measure of
+    on-chip fit: the planner's candidates, the audit's footprints and its suggestions.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        The op graph (numeric costs).
+    group : Group
+        The fused group; its ``tile_rows`` / ``tile_cols`` size the internal tensors' tiles.
+    leg : Legality
+        The rule table whose anchor tile and op classes count the GEMM working sets.
+    """
+    inter = as_float(group_footprint(g, group))
+    return inter + anchors_working_set(g, group.members, leg)

@@ -141,7 +141,7 @@ def test_on_chip_capacity_is_checked():
     whole_rows = Group("flash", ("attn.qk", "attn.softmax", "attn.pv"), tile_rows=128, tile_cols=None)
     assert as_float(group_footprint(g, whole_rows)) == 2 * 128 * 4096 * 2  # S and P rows of 4096
     rep = audit(g, hw, plan_from_groups(g, [whole_rows]))
-    assert any("intermediates need" in str(i) for i in rep.issues)
+    assert any("working set needs" in str(i) for i in rep.issues)
     tiled = Group("flash", ("attn.qk", "attn.softmax", "attn.pv"), tile_rows=128, tile_cols=128)
     rep = audit(g, hw, plan_from_groups(g, [tiled]))
     assert not rep.issues and rep.footprints[0].fits
