@@ -201,6 +201,21 @@ def test_attention_ffn_split():
     assert r.attention_s < whole
 
 
+def test_attention_ffn_split_on_one_device_type_splits_the_colocated_step():
+    # both sides on h100 (the same catalog object): the split once put every kernel on the FFN
+    # side (attention 0 s, FFN the whole step); the sides must sum to `decode`'s step, and each
+    # side is its own weights and reads, by hand as above on the H100's 3.35e12 B/s
+    from graphs.serving.analysis.phases import decode_report
+
+    r = attention_ffn_split("llama-3.1-8b", "h100", "h100", batch=8, ctx=4096, link_bandwidth=450e9, hop_latency=2e-6)
+    colocated = decode_report("llama-3.1-8b", "h100", batch=8, ctx=4096).step_s
+    assert r.attention_s + r.ffn_s == pytest.approx(colocated, rel=1e-9)
+    ffn = 32 * (3 * 4096 * 14336 + 4096) * 2 / 3.35e12  # 3.38 ms
+    attn = (32 * (4096 * 6144 + 4096 * 4096) * 2 + 128256 * 4096 * 2 + 8 * 4096 * 131072) / 3.35e12  # 2.40 ms
+    assert r.ffn_s == pytest.approx(ffn, rel=0.01)
+    assert r.attention_s == pytest.approx(attn, rel=0.01)
+
+
 def test_sram_residency_and_hop_floor():
     r = sram_residency("llama-3.1-70b", "groq-lpu", hop_latency=1e-6)
     weights = as_float(param_counts(get_model("llama-3.1-70b")).total) * 2

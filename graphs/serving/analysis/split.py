@@ -145,11 +145,13 @@ def attention_ffn_split(
     ffn_weights = 0.0
     for n in op_nodes(g):
         d = g.nodes[n]
-        hw = b if _is_ffn(n, d.get(GROUP, "")) else a
-        bd = bound(d[COST], hw)
+        # the side is the node's, not the device's: both sides may be one device type (the same
+        # catalog object), whose time must still split between them
+        ffn = _is_ffn(n, d.get(GROUP, ""))
+        bd = bound(d[COST], b if ffn else a)
         t = as_float(bd.time) if bd.terms else 0.0
         rep = as_float(d.get(REPEAT, 1))
-        if hw is b:
+        if ffn:
             t_ffn += t * rep
         else:
             t_attn += t * rep
