@@ -168,7 +168,7 @@ def test_serve_disagg_says_where_the_transfer_is_largest(capsys):
     argv.append(
         "--allow-long-context"
     )  # 8,192 + 512 tokens past Llama-2's 4,096: the transfer's range, not the limit
-    assert main([*argv, "--link-bandwidth", "12.5e9", "--decode-batch", "8"]) == 0
+    assert main([*argv, "--link-bandwidth", "12.5e9", "--link-latency", "5e-6", "--decode-batch", "8"]) == 0
     out = capsys.readouterr().out
     first, last = kv_transfer_range(
         "llama-2-7b", "b200", "h100", link_bandwidth=12.5e9, link_latency=5e-6, decode_batch=8

@@ -10,6 +10,7 @@
 * Scarce KV blocks force preemptions, and every request still finishes exactly once.
 """
 
+import dataclasses
 import json
 import math
 
@@ -131,6 +132,30 @@ def test_disaggregated_lone_request():
         M, "h100", "h100", prompt=p, output=n, decode_batch=1, link_bandwidth=bw, link_latency=lat, overlap="after"
     )
     assert rep.ttft.ttft_s == pytest.approx(res.per_request["ttft_s"][0], rel=1e-9)
+
+
+def test_serve_disagg_and_simulate_disagg_default_to_one_link_latency():
+    # `serve disagg` defaulted to 5 us per layer and `simulate --disagg` / `size` to 0: with the
+    # same link bandwidth the lone request's TTFT differed by 32 x 5 us. Each command's own
+    # default answer, through its typed request (size's through the simulator's Topology), must
+    # now be the other's.
+    from graphs.serving.analysis.serve_requests import DisaggRequest
+    from graphs.serving.planning.cost import device_rates
+    from graphs.serving.present.serve_summaries import run_disagg
+    from graphs.serving.sim.simulation_request import SimulationRequest
+    from models import get_model
+
+    p, bw = 2000, 50e9
+    served = run_disagg(
+        DisaggRequest(prefill_device="h100", decode_device="h100", prompt=p, output=3, decode_batch=1),
+        get_model(M),
+        rates={"h100": device_rates("h100")},
+    )
+    sim_default = {f.name: f.default for f in dataclasses.fields(SimulationRequest)}["link_latency"]
+    assert DisaggRequest().link_bandwidth == bw and sim_default == DisaggRequest().link_latency == 0.0
+    topo = Topology(prefill_replicas=1, decode_replicas=1, link_bandwidth=bw)  # size's candidates
+    res = simulate(M, "h100", [Request(0, 0.0, p, 3)], topology=topo)
+    assert served.result.ttft.ttft_s == pytest.approx(res.per_request["ttft_s"][0], rel=1e-9)
 
 
 def test_replicas_share_the_load():

@@ -272,7 +272,12 @@ def add_serve_parser(sub: Any) -> None:
         default=50e9,
         help="KV link bandwidth per direction, bytes/s (50e9: a 400 Gb/s network)",
     )
-    d.add_argument("--link-latency", type=float, default=5e-6, help="seconds per message")
+    d.add_argument(
+        "--link-latency",
+        type=float,
+        default=0.0,
+        help="KV transfer latency per layer (s; default 0, as simulate --disagg and size take it)",
+    )
     d.add_argument("--rate", type=float, default=None, help="requests per second, for pool sizing")
     d.add_argument(
         "--overlap",

@@ -32,7 +32,7 @@ INT_RANGES: dict[str, tuple[int, int]] = {
 FLOAT_RANGES: dict[str, tuple[float, float, bool]] = {
     "rate": (1e-6, 1e9, True),  # requests/s
     "link_bandwidth": (1e6, 1e15, True),  # bytes/s per direction: 1 MB/s to 1 PB/s
-    "link_latency": (0.0, 1.0, True),  # s per message
+    "link_latency": (0.0, 1.0, True),  # s per layer
 }
 #: the most plans, batches and devices one comparison takes
 MOST_PLANS = 256
@@ -68,7 +68,8 @@ class DisaggRequest:
     link_bandwidth : float
         KV link bandwidth per direction (bytes/s).
     link_latency : float
-        Seconds per message.
+        KV transfer latency per layer (s); 0 by default, as ``simulate --disagg``, ``size`` and
+        :func:`graphs.serving.analysis.disagg.disaggregated` take it.
     rate : float, optional
         Requests per second: sizes both pools (None: each device alone, 100 % busy).
     overlap : str
@@ -85,7 +86,7 @@ class DisaggRequest:
     output: int = 512
     decode_batch: int = 32
     link_bandwidth: float = 50e9
-    link_latency: float = 5e-6
+    link_latency: float = 0.0
     rate: float | None = None
     overlap: str = "after"
     ignore_capacity: bool = False
