@@ -224,6 +224,15 @@ def test_sram_residency_and_hop_floor():
     assert r.layer_hops_floor_s == pytest.approx(80e-6)  # 80 layers x 1 us
 
 
+def test_sram_one_device_holding_the_model_has_no_hop_floor():
+    # llama-3.1-8b's 16.06 GB fit one h100 (85.52e9 B): 0 hops, yet `serve sram` printed "a token
+    # crosses 0 hops: >= 0.0 us per step (one hop per layer: 32.0 us)"; on one device neither floor
+    # is a hop, and the weight read is the whole model over one device's 3.35e12 B/s
+    r = sram_residency("llama-3.1-8b", "h100", hop_latency=1e-6)
+    assert (r.devices, r.hops_per_step, r.hop_latency_floor_s, r.layer_hops_floor_s) == (1, 0, 0.0, 0.0)
+    assert r.weight_read_bound_s == pytest.approx(8_030_261_248 * 2 / 3.35e12)
+
+
 def test_pipeline_bubble_and_expert_parallelism():
     assert bubble_fraction(4, 12) == sympy.Rational(1, 5)  # (p-1)/(m+p-1)
     one = parallel_plan("llama-3.1-70b", "h100", batch=32, ctx=2048, tp=8)

@@ -200,7 +200,8 @@ class SramReport(Result):
     hop_latency_floor_s : float
         ``(n - 1) x hop``: a token crosses every device boundary once (s).
     layer_hops_floor_s : float
-        ``L x hop``: one hop per layer when layers are spread round-robin (s).
+        ``L x hop``: one hop per layer when layers are spread round-robin over ``n > 1`` devices;
+        0 on one device, which a token never leaves (s).
     weight_read_bound_s : float
         Each device reading its share of the weights once, ``weights / (n bw)`` (s).
     """
@@ -211,7 +212,7 @@ class SramReport(Result):
     devices: int
     hops_per_step: int
     hop_latency_floor_s: float  #: ``(n - 1) x hop``: a token crosses every device boundary once
-    layer_hops_floor_s: float  #: ``L x hop``: one hop per layer when layers are spread round-robin
+    layer_hops_floor_s: float  #: ``L x hop`` over ``n > 1`` devices round-robin (0 on one)
     weight_read_bound_s: float
 
 
@@ -253,6 +254,6 @@ def sram_residency(
         devices=n,
         hops_per_step=n - 1,
         hop_latency_floor_s=(n - 1) * hop_latency,
-        layer_hops_floor_s=layers * hop_latency,
+        layer_hops_floor_s=layers * hop_latency if n > 1 else 0.0,  # one device: no hop at all
         weight_read_bound_s=weights / (n * as_float(hw.bandwidth())),
     )
