@@ -69,6 +69,27 @@ def test_speculative_best_k_found_by_the_engine(alpha):
     assert max(r.rows, key=lambda row: row.speedup).k == r.best_k
 
 
+def test_serve_specdec_and_the_library_try_the_same_drafts_and_say_when_the_best_is_the_last(capsys):
+    # serve specdec tried k <= 12 and speculative_decoding() k <= 16: for llama-3.1-70b drafted by
+    # llama-3.2-1b on b200 at alpha 0.97 the command said best k 12 (8.87x), the library 16
+    # (10.33x). One default now; and a best k at the largest tried is said to be the range's edge.
+    import json
+
+    from graphs.cli import main
+
+    argv = ["serve", "specdec", "llama-3.1-70b", "llama-3.2-1b", "--device", "b200", "--alpha", "0.97"]
+    assert main([*argv, "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    lib = speculative_decoding("llama-3.1-70b", "llama-3.2-1b", "b200", alpha=0.97)
+    assert (cli["best_k"], cli["best_speedup"]) == (lib.best_k, pytest.approx(lib.best_speedup, rel=1e-12))
+    assert len(lib.rows) == 12 and lib.best_k == 12 and cli["best_at_k_max"] is True
+    assert main(argv) == 0
+    assert "best k = 12 -> 8.87x (the largest k tried: a longer draft may be faster" in capsys.readouterr().out
+    # a best k inside the range is the optimum, said plainly (alpha 0.8: k 11 of 12)
+    inner = speculative_decoding("llama-3.1-70b", "llama-3.2-1b", "b200", alpha=0.8)
+    assert inner.best_k < 12 and not inner.best_at_k_max and "largest k tried" not in inner.best_line()
+
+
 def test_higher_acceptance_picks_longer_drafts():
     lo = speculative_decoding("llama-3.1-70b", "llama-3.1-8b", "b200", alpha=0.6, k_max=12)
     hi = speculative_decoding("llama-3.1-70b", "llama-3.1-8b", "b200", alpha=0.9, k_max=12)

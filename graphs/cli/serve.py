@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from graphs.serving.step.defaults import DEFAULT_SPEC_K_MAX
+
 from .common import emit
 from .cost_option import add_cost_options
 from .html_option import add_html_option, keep
@@ -141,7 +143,7 @@ def cmd_specdec(args: argparse.Namespace) -> int:
             ("speedup", "speed-up", ".2f"),
         ),
     )
-    text += f"\nbest k = {r.best_k} -> {r.best_speedup:.2f}x; S = {r.closed_form}  (gamma = k)"
+    text += f"\n{r.best_line()}; S = {r.closed_form}  (gamma = k)"
     text += "".join(
         "\n" + x for x in _predicted(args, target, args.device, args.batch, args.ctx, unlike="speculating")
     )
@@ -303,7 +305,7 @@ def add_serve_parser(sub: Any) -> None:
     )
     sp.add_argument("--batch", type=int, default=1)
     sp.add_argument("--ctx", type=int, default=4096)
-    sp.add_argument("--k-max", type=int, default=12, help="largest number of drafted tokens per step to try")
+    sp.add_argument("--k-max", type=int, default=DEFAULT_SPEC_K_MAX, help="largest number of drafted tokens per step to try")
     add_predict_option(sp, help=_PREDICT_HELP)
     sp.add_argument("--json", action="store_true")
     _add_long_context(sp)

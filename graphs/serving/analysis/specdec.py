@@ -33,6 +33,7 @@ from models.config import ModelConfig
 from ..pricing.predictor import Predictor
 from ..pricing.priced import priced_step
 from ..step.compiled import positive_int
+from ..step.defaults import DEFAULT_SPEC_K_MAX
 from ..step.workload import Workload, as_workload
 
 __all__ = [
@@ -154,6 +155,27 @@ class SpecDecReport(Result):
     best_speedup: float
     closed_form: sympy.Expr
 
+    @property
+    def best_at_k_max(self) -> bool:
+        """The best ``k`` is the largest tried (and more than one was): a longer draft may be
+        faster still, so ``best_k`` is the range's edge, not the optimum."""
+        return len(self.rows) > 1 and self.best_k == self.rows[-1].k
+
+    def best_line(self) -> str:
+        """``best k = 4 -> 2.01x``, and where the best is the largest ``k`` tried, that it is.
+
+        Returns
+        -------
+        str
+        """
+        line = f"best k = {self.best_k} -> {self.best_speedup:.2f}x"
+        if self.best_at_k_max:
+            line += f" (the largest k tried: a longer draft may be faster, --k-max above {self.best_k} tries it)"
+        return line
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "best_at_k_max": self.best_at_k_max}
+
 
 def speculative_decoding(
     target: ModelConfig | str | Workload,
@@ -164,7 +186,7 @@ def speculative_decoding(
     alpha: float,
     batch: int = 1,
     ctx: int = 4096,
-    k_max: int = 16,
+    k_max: int = DEFAULT_SPEC_K_MAX,
     predictor: Predictor | None = None,
 ) -> SpecDecReport:
     """Speed-up for ``k = 1..k_max`` and the best ``k`` (module doc); ``predictor`` prices the
@@ -187,7 +209,8 @@ def speculative_decoding(
     ctx : int
         Cached tokens per sequence.
     k_max : int
-        The largest draft length tried, in ``[1, K_MAX_LIMIT]``.
+        The largest draft length tried, in ``[1, K_MAX_LIMIT]`` (default
+        :data:`~graphs.serving.step.defaults.DEFAULT_SPEC_K_MAX`, ``serve specdec``'s).
     predictor : Predictor, optional
         Prices the steps (default: the bound).
 
