@@ -84,7 +84,9 @@ def test_serve_specdec_and_the_library_try_the_same_drafts_and_say_when_the_best
     assert (cli["best_k"], cli["best_speedup"]) == (lib.best_k, pytest.approx(lib.best_speedup, rel=1e-12))
     assert len(lib.rows) == 12 and lib.best_k == 12 and cli["best_at_k_max"] is True
     assert main(argv) == 0
-    assert "best k = 12 -> 8.87x (the largest k tried: a longer draft may be faster" in capsys.readouterr().out
+    assert (
+        "best k = 12 -> 8.87x (the largest k tried: a longer draft may be faster" in capsys.readouterr().out
+    )
     # a best k inside the range is the optimum, said plainly (alpha 0.8: k 11 of 12)
     inner = speculative_decoding("llama-3.1-70b", "llama-3.2-1b", "b200", alpha=0.8)
     assert inner.best_k < 12 and not inner.best_at_k_max and "largest k tried" not in inner.best_line()
@@ -228,7 +230,9 @@ def test_attention_ffn_split_on_one_device_type_splits_the_colocated_step():
     # side is its own weights and reads, by hand as above on the H100's 3.35e12 B/s
     from graphs.serving.analysis.phases import decode_report
 
-    r = attention_ffn_split("llama-3.1-8b", "h100", "h100", batch=8, ctx=4096, link_bandwidth=450e9, hop_latency=2e-6)
+    r = attention_ffn_split(
+        "llama-3.1-8b", "h100", "h100", batch=8, ctx=4096, link_bandwidth=450e9, hop_latency=2e-6
+    )
     colocated = decode_report("llama-3.1-8b", "h100", batch=8, ctx=4096).step_s
     assert r.attention_s + r.ffn_s == pytest.approx(colocated, rel=1e-9)
     ffn = 32 * (3 * 4096 * 14336 + 4096) * 2 / 3.35e12  # 3.38 ms

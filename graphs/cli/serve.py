@@ -305,7 +305,12 @@ def add_serve_parser(sub: Any) -> None:
     )
     sp.add_argument("--batch", type=int, default=1)
     sp.add_argument("--ctx", type=int, default=4096)
-    sp.add_argument("--k-max", type=int, default=DEFAULT_SPEC_K_MAX, help="largest number of drafted tokens per step to try")
+    sp.add_argument(
+        "--k-max",
+        type=int,
+        default=DEFAULT_SPEC_K_MAX,
+        help="largest number of drafted tokens per step to try",
+    )
     add_predict_option(sp, help=_PREDICT_HELP)
     sp.add_argument("--json", action="store_true")
     _add_long_context(sp)

@@ -170,7 +170,9 @@ class SpecDecReport(Result):
         """
         line = f"best k = {self.best_k} -> {self.best_speedup:.2f}x"
         if self.best_at_k_max:
-            line += f" (the largest k tried: a longer draft may be faster, --k-max above {self.best_k} tries it)"
+            line += (
+                f" (the largest k tried: a longer draft may be faster, --k-max above {self.best_k} tries it)"
+            )
         return line
 
     def to_dict(self) -> dict[str, Any]:
