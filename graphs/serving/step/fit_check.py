@@ -77,7 +77,9 @@ class CapacityCheck(Result):
     max_batch : int
         The largest batch at ``tokens_per_sequence`` that fits (0: none).
     max_context : int
-        The longest context at ``batch`` that fits (0: none).
+        The longest ``tokens_per_sequence`` at ``batch`` that fits (0: none): a decode step's
+        context, a prefill's prompt (the activations grow with it). Not ``ledger --phase
+        prefill``'s ``max_context``, the longest cached context beyond a fixed prompt.
     devices_needed : int or None
         When it does not fit: ``max(tp + 1, ceil(total at tp=1 / capacity))``.
     tp_that_fits : int or None
