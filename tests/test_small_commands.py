@@ -168,7 +168,15 @@ def test_plot_refuses_a_setting_its_figure_does_not_draw(capsys, tmp_path, argv,
     with pytest.raises(CostModelError, match="--ctx does not apply to frontier"):
         PlotRequest("frontier", ctx=8192)
     req = PlotRequest("ledger", ctx=1024)  # what it takes; the rest as drawn when not given
-    assert (req.ctx, req.tp, req.batch, req.phase) == (1024, 1, 8, "decode")
+    assert (req.ctx, req.tp, req.batch, req.phase) == (1024, None, None, None)  # as given
+    assert req.step() == ("decode", 8, 4096, 1024, 1)
+    # a copy checks what was given, never the defaults (it refused its own defaults as given)
+    import dataclasses
+
+    for kind in ("roofline", "frontier", "ledger", "headroom", "batch-sweep"):
+        assert dataclasses.replace(PlotRequest(kind), device="h200").device == "h200"
+    assert dataclasses.replace(PlotRequest("batch-sweep", measure=True)).measure
+    assert PlotRequest("frontier", phase="decode").step()[0] == "decode"  # the figure is a decode
 
 
 def test_ledger_overhead_help_says_what_the_fraction_is(capsys):

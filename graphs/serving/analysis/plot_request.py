@@ -90,10 +90,9 @@ class PlotRequest:
         for name in ("batch", "seq", "ctx", "tp"):
             if getattr(self, name) is not None:
                 check_number(name, getattr(self, name), *INT_RANGES[name], whole=True)
+        # the fields keep what was given (None: not given), so a copy (dataclasses.replace)
+        # checks the same settings; step() resolves the defaults
         self._check_used()
-        for name, value in DEFAULTS.items():  # the settings not given, as the figure draws them
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
         if self.precision is not None and self.kind not in PRECISION_KINDS:
             raise CostModelError(
                 f"--precision applies to {' and '.join(PRECISION_KINDS)} only (the roofs drawn), not {self.kind}"
@@ -119,6 +118,9 @@ class PlotRequest:
             return
         uses = USES[self.kind]
         for name in DEFAULTS:
+            # every figure without a --phase draws decode steps: saying so is no conflict
+            if name == "phase" and self.phase == "decode":
+                continue
             if getattr(self, name) is not None and name not in uses:
                 raise CostModelError(
                     f"--{name} does not apply to {self.kind}: it draws {_OWN[self.kind]}; "
@@ -144,11 +146,9 @@ class PlotRequest:
         -------
         (str, int, int, int, int)
         """
-        phase = self.phase if self.phase is not None else "decode"
-        batch = self.batch if self.batch is not None else 8
-        seq = self.seq if self.seq is not None else DEFAULT_SEQ
-        ctx = self.ctx if self.ctx is not None else 4096
-        return phase, batch, seq, ctx, self.tp if self.tp is not None else 1
+        got = {n: getattr(self, n) for n in DEFAULTS}
+        v = {n: DEFAULTS[n] if value is None else value for n, value in got.items()}
+        return str(v["phase"]), int(v["batch"]), int(v["seq"]), int(v["ctx"]), int(v["tp"])
 
     @property
     def model_name(self) -> str:
