@@ -849,3 +849,25 @@ def test_a_config_the_loader_refuses_is_refused_alone(capsys, tmp_path):
     path = tmp_path / "nomt.json"
     path.write_text('{"hidden_size": 64, "num_hidden_layers": 2}')
     _one_line_error(capsys, ["decode", str(path), "--device", "h100"], "the field model_type is missing")
+
+
+def test_a_what_if_copy_beside_its_original_is_named_apart_not_called_a_repeat():
+    """Hardware.scaled() keeps the original's name, so sweep([h100, h100 with 2x DRAM]) was refused
+    as 'devices gives h100-sxm twice': two different specs, results keyed by one name. The refusal
+    says what it is and how to name the copy; renamed, the copy sweeps beside the original at half
+    the decode time (a memory-bound tiny decode: twice the bandwidth)."""
+    import dataclasses
+
+    from graphs.serving.analysis.sweeps import sweep
+
+    h = get_device("h100")
+    copy = h.scaled({"dram": 2})
+    with pytest.raises(CostModelError, match="two different specs named h100-sxm") as info:
+        sweep("tiny", devices=[h, copy], batches=[1], ctxs=[128])
+    assert "dataclasses.replace(copy, name='h100-sxm-whatif')" in str(info.value)
+    with pytest.raises(CostModelError, match="gives h100-sxm twice"):  # the same spec twice is a repeat
+        sweep("tiny", devices=[h, get_device("h100-sxm")], batches=[1], ctxs=[128])
+    renamed = dataclasses.replace(copy, name="h100-2xdram")
+    res = sweep("tiny", devices=[h, renamed], batches=[1], ctxs=[128])
+    tpot = {r["device"]: r["tpot_s"] for r in res.rows()}
+    assert tpot["h100-2xdram"] == pytest.approx(tpot["h100-sxm"] / 2)
