@@ -168,6 +168,19 @@ def _summary(c: Cost, hw: Hardware, kernel_bounds_s: float | None = None) -> Pla
     )
 
 
+def _no_capacity(hw: Hardware, level: str) -> str:
+    """Why a group's on-chip fit at ``level`` is not checked: the level is unknown or states no
+    capacity, or it is shared by the device's SMs and the device states no SM count (Gaudi 3's
+    96 MiB L2: one SM's share is unknown)."""
+    lvl = next((m for m in hw.memory if m.name == level), None)
+    if lvl is not None and lvl.capacity_bytes is not None and lvl.per != "sm" and not hw.sm_count:
+        return (
+            f"device {hw.name!r} states no SM count, so one SM's share of its {level} is unknown: "
+            "on-chip fit not checked"
+        )
+    return f"device {hw.name!r} gives no {level} capacity: on-chip fit not checked"
+
+
 def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditReport:
     """Price ``plan`` (default: the suggested plan) against unfused and ideal."""
     from .fusion_legality import get_legality, level_capacity, working_set_bytes
@@ -218,7 +231,7 @@ def audit(g: nx.DiGraph, hw: Hardware, plan: FusionPlan | None = None) -> AuditR
                     issues.append(
                         PlanIssue(
                             gr.name,
-                            f"device {hw.name!r} gives no {gr.level} capacity: on-chip fit not checked",
+                            _no_capacity(hw, gr.level),
                         )
                     )
     bds = [

@@ -422,3 +422,20 @@ def test_a_certified_plan_is_never_worse_than_the_suggestion_and_fit_has_one_mea
     assert best.optimal
     assert best.time_s <= rep.plan.sum_of_kernel_bounds_s * (1 + 1e-9)
     assert best.bytes <= rep.plan.dram_bytes
+
+
+def test_a_device_with_no_sm_count_is_said_to_have_no_l2_share_not_no_l2():
+    """Gaudi 3 states 96 MiB of L2 but no SM count: one SM's share (the measure the planner and the
+    audit use) is unknown, and the audit said the device 'gives no l2 capacity'."""
+    from costmodel.fusion import Group, plan_from_groups
+    from costmodel.fusion_audit import audit
+
+    gaudi = get_device("gaudi3")
+    l2 = next(m for m in gaudi.memory if m.name == "l2")
+    assert l2.capacity_bytes is not None and not gaudi.sm_count
+    g = build_layer(get_model("llama-3.1-8b"), "decode", batch=1, seq=1, ctx=64)
+    grp = Group("o", ("layer.o_proj", "layer.attn_residual"), level="l2", tile_rows=128, tile_cols=128)
+    rep = audit(g, gaudi, plan_from_groups(g, [grp]))
+    said = [str(i) for i in rep.issues]
+    assert any("states no SM count, so one SM's share of its l2 is unknown" in s for s in said), said
+    assert rep.footprints[0].capacity_bytes is None and rep.footprints[0].fits is None
