@@ -381,10 +381,54 @@ def test_a_long_run_is_cut_to_its_first_requests_and_said(tmp_path, capsys):
     argv = ["calibrate", "serving", f, "--model", "tiny", "--device", "h100", "-o", str(out)]
     assert main([*argv, "--max-requests", "50"]) == 0
     captured = capsys.readouterr()
-    assert "long.csv holds 300 requests; the first 50 by arrival were fitted" in captured.out
+    assert "note: long.csv holds 300 requests: the fit replays its first 50 by arrival" in captured.out
     assert "fit step" in captured.err  # progress, on stderr (a bar on a terminal)
     with pytest.raises(CostModelError, match="max_requests must be a whole number >= 1"):
         read_results(f, max_requests=0)
+
+
+def test_json_and_quiet_keep_every_note_of_the_replay(tmp_path, capsys):
+    """`calibrate serving --json` left out two notes its text prints, that a run was cut to its
+    first requests and that a vllm result's arrivals were redrawn; `--quiet` hid the first on
+    stderr too, though it hides progress only. The input: a vllm result (no send times) of 40
+    requests cut to 10 by --max-requests."""
+    n = 40
+    doc = {
+        "request_rate": 4.0,
+        "burstiness": 1.0,
+        "max_concurrency": None,
+        "duration": 10.0,
+        "completed": n,
+        "input_lens": [100 + 10 * (i % 4) for i in range(n)],
+        "output_lens": [3 + i % 3 for i in range(n)],
+        "ttfts": [0.02] * n,
+        "itls": [[0.01] * (2 + i % 3) for i in range(n)],
+        "errors": [""] * n,
+    }
+    f = tmp_path / "v.json"
+    f.write_text(json.dumps(doc))
+    argv = [
+        "calibrate",
+        "serving",
+        str(f),
+        "--model",
+        "tiny",
+        "--device",
+        "h100",
+        "-o",
+        str(tmp_path / "fit.json"),
+    ]
+    argv += ["--max-requests", "10", "--terms", "kernel_scale", "--seed", "3"]
+    cut = "v.json holds 40 requests: the fit replays its first 10 by arrival (--max-requests)"
+    drawn = "1 run(s) hold no send times (vllm bench serve): arrivals redrawn at their rate, --seed 3"
+    assert main([*argv, "--quiet"]) == 0
+    text = capsys.readouterr()
+    assert f"  note: {cut}" in text.out and f"  note: {drawn}" in text.out
+    assert f"note: {cut}" in text.err and "fit step" not in text.err  # the note said, no progress
+    assert main([*argv, "--quiet", "--json"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["notes"] == [cut, drawn]
+    assert f"note: {cut}" in out.err
 
 
 # -- outputs: written the one safe way ------------------------------------------------------

@@ -187,7 +187,7 @@ def cmd_calibrate_serving(args: argparse.Namespace) -> int:
         report = run_serving_fit(
             req,
             resolve_config(args),
-            say=None if args.quiet else _say(False),
+            say=_say(False),  # a note, said under --quiet too: --quiet hides progress only
             progress=_say(args.quiet or bar),
             ticks=progress_bar("fit", args.quiet, unit="simulations (at most)") if bar else None,
             executor=client,
@@ -297,7 +297,7 @@ def add_calibrate_parser(sub: Any) -> None:
         action="store_true",
         help="replay requests whose prompt + output exceed the model's context limit, with a warning",
     )
-    sv.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    sv.add_argument("--quiet", action="store_true", help="no progress lines on stderr (notes are still said)")
     sv.add_argument("--json", action="store_true", help="machine-readable output")
     add_dask_options(sv, "the fit's simulations (every run at one parameter vector at once)")
     # the formats the runs were served in (a BF16 checkpoint served quantised beats its own

@@ -112,6 +112,25 @@ class ServingFitReport:
         """The runs longer than the window replayed (``max_requests``): their first requests only."""
         return [run for run in self.runs if run.in_file > len(run.prompt)]
 
+    def notes(self) -> list[str]:
+        """The notes on what was replayed that the text prints and no other key of ``to_dict``
+        holds: each run cut to its first requests (``--max-requests``) and the runs whose arrivals
+        were redrawn (a vllm result holds no send times). ``to_dict`` carries them under
+        ``"notes"``.
+
+        Returns
+        -------
+        list of str
+        """
+        out = [_cut_note(c) for c in self.cut]
+        drawn = sum(r.drawn for r in self.runs)
+        if drawn:
+            out.append(
+                f"{drawn} run(s) hold no send times (vllm bench serve): arrivals redrawn at their rate, "
+                f"--seed {self.request.seed}"
+            )
+        return out
+
     def replay_lines(self) -> list[str]:
         """What the replay ran with beyond the profile: prefix caching and the KV pool, said once.
 
@@ -180,6 +199,7 @@ class ServingFitReport:
                 for r in runs
                 if r.summary is not None or r.notes or r.left_out
             },
+            "notes": self.notes(),  # what the text says of the replay: a program must not lose it
         }
 
     def kernel_release_note(self) -> str | None:
@@ -263,16 +283,7 @@ class ServingFitReport:
         for run in runs:
             if run.left_out:
                 out.append(f"  note: {run.source}: {run.left_out}")
-        for c in self.cut:
-            out.append(
-                f"  note: {c.source} holds {c.in_file:,} requests; the first {len(c.prompt):,} by arrival were fitted"
-            )
-        drawn = sum(r.drawn for r in runs)
-        if drawn:
-            out.append(
-                f"  note: {drawn} run(s) hold no send times (vllm bench serve): arrivals redrawn at their rate, "
-                f"--seed {req.seed}"
-            )
+        out += [f"  note: {note}" for note in self.notes()]
         out += [f"  {t:15s} {v:12.5g}{unit:3s}  {err}" for t, v, unit, err in self.term_rows()]
         kept = [t for t in TERMS if t not in req.terms]
         if kept:
@@ -370,6 +381,24 @@ class ServingFitReport:
         return page_html(f"serving fit of {fit.model}", head, headline, sections)
 
 
+def _cut_note(run: BenchRun) -> str:
+    """The note on a run longer than the window replayed: its first requests by arrival only.
+
+    Parameters
+    ----------
+    run : BenchRun
+        A run read with ``max_requests`` below its file's count (``run.in_file``).
+
+    Returns
+    -------
+    str
+    """
+    return (
+        f"{run.source} holds {run.in_file:,} requests: the fit replays its first {len(run.prompt):,} "
+        "by arrival (--max-requests)"
+    )
+
+
 def _priced_moe_kernel(profile: Any, config: Any, device: str, tp: int) -> str | None:
     """The fused-MoE kernel ``profile``'s rules price the experts with (recorded in the fit)."""
     rule, _ = moe_kernel_padding(profile, config, device, tp=tp)
@@ -445,10 +474,7 @@ def run_serving_fit(
         base = dataclasses.replace(base, policy=None, basis="none")  # the bound as it always ran
     for c in [run for run in runs if run.in_file > len(run.prompt)]:
         if say is not None:  # said before the work: the fit reads a window of each long run
-            say(
-                f"note: {c.source} holds {c.in_file:,} requests: the fit replays its first "
-                f"{len(c.prompt):,} by arrival (--max-requests)"
-            )
+            say(f"note: {_cut_note(c)}")
     fit = fit_serving(
         runs,
         simulate_with(config, dev, tp=tp, predict=predict, engine=eng, fp8_scales=scales, profile=profile),
