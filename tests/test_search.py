@@ -309,3 +309,64 @@ def test_a_long_list_of_bad_pp_is_named_in_one_short_line():
         search("tiny", devices=["h100"], batches=[1], ctxs=[16], pp=list(range(1, 4097)))
     msg = str(err.value)
     assert msg == "pp 3, 4, 5, 6, 7, 8, 9, 10 and 4086 more must divide the 2 layers of tiny (its divisors: 1, 2)"
+
+
+def _cli_json(capsys, argv):
+    assert main([*argv, "--json", "--quiet"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_an_empty_frontier_says_which_slo_no_point_met_and_the_best_seen(capsys):
+    """`search` where no point met the SLOs printed an empty table with no word of why. It now
+    names each SLO no point that fits meets with the lowest value seen, pinned to the same
+    search without SLOs (its frontier holds the fastest user's TPOT, and per context a point of
+    every TTFT: a prompt's TTFT does not depend on the batch)."""
+    argv = ["search", "llama-3.1-8b", "--device", "h100", "--batches", "1,8,64", "--ctxs", "1024,8192"]
+    free = _cli_json(capsys, argv)
+    best_tpot = min(r["tpot_s"] for r in free["frontier"])
+    best_ttft = min(r["ttft_s"] for r in free["frontier"])
+    slos = ["--slo-tpot", "0.0001", "--slo-ttft", "0.001"]
+    assert main([*argv, *slos, "--quiet"]) == 0
+    text = capsys.readouterr().out
+    said = (
+        f"  no point meets the SLOs: of the {free['fits']} points that fit, the lowest TTFT is {best_ttft:.4g} s > "
+        f"0.001 s (--slo-ttft); the lowest TPOT is {best_tpot:.4g} s > 0.0001 s (--slo-tpot)"
+    )
+    assert text.splitlines()[-1] == said
+    doc = _cli_json(capsys, [*argv, *slos])
+    assert doc["frontier"] == [] and doc["notes"] == [said.strip()]
+    assert doc["best_tpot_s"] == best_tpot and doc["best_ttft_s"] == best_ttft
+    # an SLO some point meets is not named: TTFT met by every point at ctx 1024
+    assert main([*argv, "--slo-tpot", "0.0001", "--slo-ttft", "1", "--quiet"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == f"  no point meets the SLOs: of the {free['fits']} points that fit, the lowest TPOT is {best_tpot:.4g} s > 0.0001 s (--slo-tpot)"
+
+
+def test_each_slo_met_alone_never_both_says_so():
+    """Two SLOs each met by some points, never by one point: the counts of each (a result built by
+    hand: 5 and 3 of the 9 that fit)."""
+    from graphs.serving.planning.design_search import SearchResult
+
+    res = SearchResult(
+        "tiny", 9, 9, 9, 0, ("a", "b"), (), {}, meets_slo_ttft=5, meets_slo_tpot=3, best_ttft_s=0.1, best_tpot_s=0.01
+    )
+    assert res.verdict(0.2, 0.02) == [
+        "no point meets the SLOs: of the 9 points that fit, 5 meet TTFT <= 0.2 s and 3 meet TPOT <= 0.02 s, none both"
+    ]
+
+
+def test_a_search_where_nothing_fits_says_the_least_need_as_the_ledger_does(capsys):
+    """`search llama-3.1-405b` on one H100 fits nothing: the text said nothing of it. The least
+    need and the capacity are `ledger`'s own (its total and capacity at batch 1, ctx 1024)."""
+    # ledger exits 1 on a point that does not fit
+    assert main(["ledger", "llama-3.1-405b", "--device", "h100", "--batch", "1", "--ctx", "1024", "--json"]) == 1
+    led = json.loads(capsys.readouterr().out)
+    argv = ["search", "llama-3.1-405b", "--device", "h100", "--batches", "1,8", "--ctxs", "1024,4096"]
+    assert main([*argv, "--quiet"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    gib = 1024**3
+    assert last == (
+        "  nothing fits in memory: the least need, h100-sxm bf16/bf16 tp1 pp1 ep1 m1 at batch 1 and ctx 1024, "
+        f"is {led['terms']['total'] / gib:.2f} GiB per device; the device holds {led['capacity_bytes'] / gib:.2f} GiB "
+        "(costmodel ledger has the terms)"
+    )

@@ -72,3 +72,26 @@ def test_the_page(tmp_path) -> None:
     _cli("sweep", "tiny", "--batches", "1,8", "--ctxs", "1024", "--quiet", "--html", str(path))
     page = path.read_text()
     assert "Plotly.newPlot" in page and "decode sweep" in page
+
+
+def test_a_sweep_where_nothing_fits_says_so_with_the_least_need(capsys) -> None:
+    """`sweep llama-3.1-405b --device h100` fits nothing and printed an empty table with no word
+    of why. It now names the point needing the least against the device, its numbers `ledger`'s
+    own (total and capacity at batch 1, ctx 1024), in text and in --json's notes."""
+    # ledger exits 1 on a point that does not fit
+    assert (
+        main(["ledger", "llama-3.1-405b", "--device", "h100", "--batch", "1", "--ctx", "1024", "--json"]) == 1
+    )
+    led = json.loads(capsys.readouterr().out)
+    gib = 1024**3
+    said = (
+        "nothing fits in memory: the least need, h100-sxm bf16/bf16 tp 1 at batch 1 and ctx 1024, is "
+        f"{led['terms']['total'] / gib:.2f} GiB per device; the device holds {led['capacity_bytes'] / gib:.2f} GiB "
+        "(costmodel ledger has the terms)"
+    )
+    argv = ["sweep", "llama-3.1-405b", "--device", "h100", "--batches", "1,8", "--ctxs", "1024,4096"]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"  {said}"
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["frontier"] == [] and doc["notes"] == [said]

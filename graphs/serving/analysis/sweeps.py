@@ -74,6 +74,10 @@ class SweepResult:
     coverage: Coverage | None = None
     #: the matmul dtype each swept weight dtype runs with, per device (:func:`models.quantization.native_matmul`)
     notes: tuple[str, ...] = ()
+    #: when no point fits: the one needing the least share of its device's memory (``device``,
+    #: ``weight_dtype``, ``kv_dtype``, ``tp``, ``batch``, ``ctx``, ``needed_bytes`` per device,
+    #: ``capacity_bytes``); None when one fits
+    least_need: dict[str, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.columns.get("batch", ()))
@@ -129,6 +133,22 @@ class SweepResult:
             w = csv.writer(f)
             w.writerow(keys)
             w.writerows(zip(*(cells(k) for k in keys), strict=True))
+
+    def verdict(self) -> list[str]:
+        """Why the frontier is empty, in lines (none when a point fits): nothing fits, and the
+        point needing the least against its device (:func:`~graphs.serving.step.fit_check.nothing_fits_line`).
+
+        Returns
+        -------
+        list of str
+        """
+        from ..step.fit_check import nothing_fits_line
+
+        n = self.least_need
+        if n is None or self.fits:
+            return []
+        point = f"{n['device']} {n['weight_dtype']}/{n['kv_dtype']} tp {n['tp']} at batch {n['batch']} and ctx {n['ctx']}"
+        return [nothing_fits_line(point, n["needed_bytes"], n["capacity_bytes"])]
 
     def to_dict(self) -> dict[str, Any]:
         return {"model": self.model, "points": self.rows(), "frontier": self.frontier()}
@@ -379,7 +399,7 @@ def sweep(
         if len(sel) and isinstance(step, PricedStep):
             piece = step.coverage_array(res.columns["batch"][sel], res.columns["ctx"][sel])
             cov = piece if cov is None else cov + piece
-    return SweepResult(res.model, res.columns, pred.label, cov, res.notes)
+    return dataclasses.replace(res, predictor=pred.label, coverage=cov)
 
 
 def sweep_forms(
@@ -444,6 +464,7 @@ def sweep_forms(
         out[k] = np.empty(total)
     out["fits"] = np.empty(total, dtype=bool)
     out["pareto"] = np.zeros(total, dtype=bool)
+    capacity = np.empty(total)  # each point's device's, for what a sweep where nothing fits says
     done = 0
     for i, f in enumerate(forms):
         base = i * n
@@ -465,9 +486,16 @@ def sweep_forms(
         np.divide(bg / tp, tpot, out=out["tokens_per_s_per_device"][part])
         np.divide(power * tp * tpot, bg, out=out["energy_per_token_j"][part])  # every device of the tp group
         np.less_equal(mem, f.capacity_bytes, out=out["fits"][part])
+        capacity[part] = f.capacity_bytes
     fits = out["fits"]
+    least: dict[str, Any] | None = None
     if fits.any():
         pts = np.column_stack([out["tokens_per_s_per_user"][fits], out["tokens_per_s_per_device"][fits]])
         idx = np.flatnonzero(fits)[pareto_mask(pts, (True, True))]
         out["pareto"][idx] = True
-    return SweepResult(model, out)
+    elif total:  # nothing fits: the point needing the least share of its device, said
+        with np.errstate(divide="ignore", invalid="ignore"):
+            j = int(np.nanargmin(np.where(capacity > 0, out["memory_bytes"] / capacity, np.inf)))
+        least = {k: _py(out[k][j]) for k in ("device", "weight_dtype", "kv_dtype", "tp", "batch", "ctx")}
+        least.update(needed_bytes=float(out["memory_bytes"][j]), capacity_bytes=float(capacity[j]))
+    return SweepResult(model, out, least_need=least)

@@ -68,6 +68,7 @@ from ..pricing.predictor import BOUND, Predictor
 from ..pricing.priced import PricedStep, priced_step
 from ..sim.data_parallel import DISPATCHES, MeteredRankStep, RankStep, check_group, experts_line, group_step
 from ..sim.specdec_sim import spec_forms
+from ..step.fit_check import nothing_fits_line
 from ..step.ledger_fit import decode_memory, engine_pool_note
 from ..step.workload import as_workload
 from .cost import MISSING_CELLS, check_prices, device_rates, missing_cells, usd_per_m
@@ -128,6 +129,13 @@ class _Partial:
     valid: int = 0
     fits: int = 0
     meets_slo: int = 0
+    meets_ttft: int = 0  #: points that fit and meet the TTFT SLO, the TPOT one aside
+    meets_tpot: int = 0  #: ... the TPOT SLO, the TTFT one aside
+    best_ttft: float = math.inf  #: the lowest TTFT of the points that fit
+    best_tpot: float = math.inf  #: the lowest TPOT of the points that fit
+    #: the valid point that needs the least share of its device's memory: (share, bytes needed per
+    #: device, the device's capacity, plan, batch, ctx); None: no valid point
+    least_need: tuple[float, float, float, str, int, int] | None = None
     coords: np.ndarray = field(default_factory=lambda: np.zeros((0, 4)))
     metrics: np.ndarray = field(default_factory=lambda: np.zeros((0, len(METRICS))))
     plan: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=int))
@@ -160,6 +168,61 @@ class SearchResult(Result):
     coverage: Coverage | None = None
     #: what the data-parallel plans (dp > 1) assume, in one line (None: none searched)
     group_note: str | None = None
+    meets_slo_ttft: int = 0  #: points that fit and meet the TTFT SLO (the TPOT one aside)
+    meets_slo_tpot: int = 0  #: points that fit and meet the TPOT SLO (the TTFT one aside)
+    best_ttft_s: float | None = None  #: the lowest TTFT of the points that fit (None: none fits)
+    best_tpot_s: float | None = None  #: the lowest TPOT of the points that fit (None: none fits)
+    #: the valid point needing the least share of its device's memory, when none fits: ``plan``,
+    #: ``batch``, ``ctx``, ``needed_bytes`` (per device) and ``capacity_bytes`` (None: one fits)
+    least_need: dict[str, Any] | None = None
+
+    def verdict(self, slo_ttft: float | None = None, slo_tpot: float | None = None) -> list[str]:
+        """Why the frontier is empty, in lines (none when it is not): no valid plan, nothing that
+        fits in memory (the point needing the least, against its device), or no point that fits
+        meets the SLOs (each SLO no point meets, with the lowest value seen; or each met alone by
+        some, never both), as ``simulate --max-rate`` says that no probed rate meets them.
+
+        Parameters
+        ----------
+        slo_ttft, slo_tpot : float or None
+            The SLOs the search ran with (seconds; None: not given).
+
+        Returns
+        -------
+        list of str
+        """
+        if self.frontier:
+            return []
+        if not self.valid:
+            return [
+                "no valid plan: no batch is divisible by its micro-batches (or no pipelined plan's device "
+                "has a stage link)"
+            ]
+        if not self.fits and self.least_need is not None:
+            n = self.least_need
+            point = f"{n['plan']} at batch {n['batch']} and ctx {n['ctx']}"
+            return [nothing_fits_line(point, n["needed_bytes"], n["capacity_bytes"])]
+        if not self.fits:
+            return ["nothing fits in memory"]
+        given = [
+            (name, flag, slo, met, best)
+            for name, flag, slo, met, best in (
+                ("TTFT", "--slo-ttft", slo_ttft, self.meets_slo_ttft, self.best_ttft_s),
+                ("TPOT", "--slo-tpot", slo_tpot, self.meets_slo_tpot, self.best_tpot_s),
+            )
+            if slo is not None
+        ]
+        missed = [
+            f"the lowest {name} is {best:.4g} s > {slo:g} s ({flag})"
+            for name, flag, slo, met, best in given
+            if not met and best is not None
+        ]
+        if not missed:  # each SLO met by some point, never both at once
+            missed = [
+                " and ".join(f"{met:,} meet {name} <= {slo:g} s" for name, _, slo, met, _ in given)
+                + ", none both"
+            ]
+        return [f"no point meets the SLOs: of the {self.fits:,} points that fit, {'; '.join(missed)}"]
 
     def to_text(self, *, top: int = 20, predicted: Sequence[str] = (), spec: Any = None) -> str:
         """The search in lines, as ``costmodel search`` prints it.
@@ -353,6 +416,7 @@ def _evaluate_group(block: _Block, pp: np.ndarray, m: np.ndarray, b: np.ndarray,
     mem = g.memory(n, ctx) - g.saved_bytes
     fits = valid & (mem <= g.capacity)
     out.fits = int(fits.sum())
+    _least_need(block, out, valid, mem, g.capacity, (pp, m, b, ctx))
     tpot = np.full(len(b), np.inf)
     ttft = np.full(len(b), np.inf)
     sel = np.flatnonzero(fits)
@@ -403,6 +467,7 @@ def _evaluate(block: _Block) -> _Partial:
         mem = mem + sf.memory(b, ctx)
     fits = valid & (mem <= c.capacity)
     out.fits = int(fits.sum())
+    _least_need(block, out, valid, mem, c.capacity, (pp, m, b, ctx))
     return _reduce(block, out, fits, (pp, m, b, ctx), tpot, ttft, mem, c.power)
 
 
@@ -420,10 +485,14 @@ def _reduce(
     pp, m, b, ctx = coords
     plan = block.plan
     ok = fits.copy()
+    if fits.any():  # what the points that fit reach: why none meets an SLO, said
+        out.best_ttft, out.best_tpot = float(np.min(ttft[fits])), float(np.min(tpot[fits]))
     if block.slo_tpot is not None:
         ok &= tpot <= block.slo_tpot
+        out.meets_tpot = int((fits & (tpot <= block.slo_tpot)).sum())
     if block.slo_ttft is not None:
         ok &= ttft <= block.slo_ttft
+        out.meets_ttft = int((fits & (ttft <= block.slo_ttft)).sum())
     out.meets_slo = int(ok.sum())
     if not ok.any():
         return out
@@ -439,6 +508,35 @@ def _reduce(
     out.metrics = metrics[keep]
     out.plan = np.zeros(len(out.metrics), dtype=int)
     return out
+
+
+def _least_need(
+    block: _Block,
+    out: _Partial,
+    valid: np.ndarray,
+    mem: np.ndarray,
+    capacity: float,
+    coords: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> None:
+    """Keep in ``out`` the valid point needing the least share of its device's memory (what a
+    search where nothing fits says)."""
+    sel = np.flatnonzero(valid)
+    if not len(sel) or not capacity > 0:
+        return
+    i = int(sel[np.argmin(mem[sel])])
+    pp, m, b, ctx = (float(a[i]) for a in coords)
+    share = float(mem[i]) / capacity
+    if out.least_need is None or share < out.least_need[0]:
+        plan = block.plan
+        out.least_need = (share, float(mem[i]), capacity, _plan_text(plan, int(pp), int(m)), int(b), int(ctx))
+
+
+def _plan_text(plan: Plan, pp: int, m: int) -> str:
+    """A plan as a frontier row names it: ``h100-sxm bf16/bf16 tp1 pp1 ep1 m1``."""
+    dev, wd, kvd, tp, ep = plan.label
+    dp = f"dp{plan.dp} " if plan.dp > 1 else ""
+    moe = f" ({'experts whole' if plan.expert_parallel else 'experts split'}, {plan.dispatch})" if dp else ""
+    return f"{dev} {wd}/{kvd} {dp}tp{tp} pp{pp} ep{ep} m{m}{moe}"
 
 
 def _front(
@@ -506,6 +604,12 @@ def _merge(
         total.valid += p.valid
         total.fits += p.fits
         total.meets_slo += p.meets_slo
+        total.meets_ttft += p.meets_ttft
+        total.meets_tpot += p.meets_tpot
+        total.best_ttft = min(total.best_ttft, p.best_ttft)
+        total.best_tpot = min(total.best_tpot, p.best_tpot)
+        if p.least_need is not None and (total.least_need is None or p.least_need[0] < total.least_need[0]):
+            total.least_need = p.least_need
     with_pts = [p for p in parts if len(p.metrics)]
     if not with_pts:
         return total
@@ -819,12 +923,6 @@ def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool, cost: 
         plan = plans[i]
         dev, wd, kvd, tp, ep = plan.label
         ppv, mv, bv, cv = (int(v) for v in coords)
-        dp = f"dp{plan.dp} " if plan.dp > 1 else ""
-        moe = (
-            f" ({'experts whole' if plan.expert_parallel else 'experts split'}, {plan.dispatch})"
-            if dp
-            else ""
-        )
         row: dict[str, Any] = {
             "device": dev,
             "weight_dtype": wd,
@@ -838,7 +936,7 @@ def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool, cost: 
             "devices": plan.devices * ppv,
             "batch": bv,
             "ctx": cv,
-            "plan": f"{dev} {wd}/{kvd} {dp}tp{tp} pp{ppv} ep{ep} m{mv}{moe}",
+            "plan": _plan_text(plan, ppv, mv),
         }
         row.update(
             {k: (float(v) if math.isfinite(v) else None) for k, v in zip(METRICS, metrics, strict=True)}
@@ -854,6 +952,8 @@ def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool, cost: 
         + (("usd_per_m_output",) if cost else ())
     )
     best = next(iter(by_ctx.values())) if len(by_ctx) == 1 else {}
+    need = p.least_need
+    finite = lambda v: float(v) if math.isfinite(v) else None  # noqa: E731
     return SearchResult(
         model,
         p.points,
@@ -865,6 +965,21 @@ def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool, cost: 
         best,
         best_by_ctx=by_ctx,
         contexts=len(by_ctx),
+        meets_slo_ttft=p.meets_ttft,
+        meets_slo_tpot=p.meets_tpot,
+        best_ttft_s=finite(p.best_ttft),
+        best_tpot_s=finite(p.best_tpot),
+        least_need=(
+            {
+                "plan": need[3],
+                "batch": need[4],
+                "ctx": need[5],
+                "needed_bytes": need[1],
+                "capacity_bytes": need[2],
+            }
+            if need is not None and not p.fits
+            else None
+        ),
     )
 
 

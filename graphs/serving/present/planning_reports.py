@@ -65,6 +65,9 @@ class SearchReport:
         dict
         """
         doc = self.result.to_dict()
+        verdict = self.verdict()
+        if verdict:  # what the text says under an empty frontier: a program must not lose it
+            doc["notes"] = verdict
         if self.expected_errors:
             doc["served_expected_error"] = served_error_dicts(self.expected_errors)
             unlike = plans_unlike(self.result.frontier)
@@ -90,7 +93,18 @@ class SearchReport:
             predicted = predicted_lines(str(req.predict), ",".join(req.devices), res.coverage, what=what)
             predicted.append("  (coverage of the frontier's decode steps)")
         predicted += served_error_lines(self.expected_errors, plans_unlike(self.result.frontier))
-        return res.to_text(top=self.top, predicted=predicted, spec=req.spec())
+        text = res.to_text(top=self.top, predicted=predicted, spec=req.spec())
+        return "\n".join([text, *(f"  {line}" for line in self.verdict())])
+
+    def verdict(self) -> list[str]:
+        """Why the frontier is empty (none when it is not): :meth:`SearchResult.verdict` at the
+        request's SLOs.
+
+        Returns
+        -------
+        list of str
+        """
+        return self.result.verdict(self.request.slo_ttft, self.request.slo_tpot)
 
     def to_html(self, command: str = "") -> str:
         """The ``search --html`` page (:func:`graphs.serving.present.html_studies.search_page`).

@@ -68,6 +68,9 @@ class SweepSummary:
         dict
         """
         doc = self.result.to_dict()
+        verdict = self.result.verdict()
+        if verdict:  # what the text says under an empty frontier: a program must not lose it
+            doc["notes"] = verdict
         if self.expected_errors:
             doc["served_expected_error"] = served_error_dicts(self.expected_errors)
         return doc
@@ -96,6 +99,7 @@ class SweepSummary:
             out += served_error_lines(self.expected_errors)
         # a device without a TDP says so in its energy cell (not nan), as search's table does
         out.append(format_table(*missing_cells(front[: req.top] if req.top else front, _COLUMNS)))
+        out += [f"  {line}" for line in res.verdict()]
         return "\n".join(out)
 
     def to_html(self, command: str = "") -> str:

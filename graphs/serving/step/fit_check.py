@@ -32,6 +32,7 @@ __all__ = [
     "CapacityReport",
     "check_capacity",
     "capacity_from_card",
+    "nothing_fits_line",
     "capacity_report_from_card",
 ]
 
@@ -155,6 +156,33 @@ class CapacityCheck(Result):
             f"  batch {self.batch} at {where} {self.tokens_per_sequence} needs {self.needed_bytes / gib:.2f} GiB per device; "
             f"the device holds {self.capacity_bytes / gib:.2f} GiB; {fits} (costmodel ledger has the terms)"
         )
+
+
+def nothing_fits_line(point: str, needed_bytes: float, capacity_bytes: float) -> str:
+    """What a grid (``sweep``, ``search``) where no point fits says: the point needing the least
+    against its device, in the words of :meth:`CapacityCheck.detail` (GiB, as ``costmodel ledger``
+    prints).
+
+    Parameters
+    ----------
+    point : str
+        The point needing the least share of its device's memory, as the command names it
+        (``h100-sxm bf16/bf16 tp 1 at batch 1 and ctx 1024``).
+    needed_bytes, capacity_bytes : float
+        Its memory need per device and the device's capacity.
+
+    Returns
+    -------
+    str
+
+    >>> nothing_fits_line("h100-sxm tp 1 at batch 1 and ctx 1024", 756.45 * 1024**3, 79.65 * 1024**3)
+    'nothing fits in memory: the least need, h100-sxm tp 1 at batch 1 and ctx 1024, is 756.45 GiB per device; the device holds 79.65 GiB (costmodel ledger has the terms)'
+    """
+    gib = 1024**3
+    return (
+        f"nothing fits in memory: the least need, {point}, is {needed_bytes / gib:.2f} GiB per device; "
+        f"the device holds {capacity_bytes / gib:.2f} GiB (costmodel ledger has the terms)"
+    )
 
 
 def check_capacity(
