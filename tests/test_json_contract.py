@@ -74,17 +74,32 @@ def test_max_rate_json_says_why_it_found_no_rate(capsys: pytest.CaptureFixture[s
     text, _ = _run(capsys, *tight, "--quiet", code=1)
     doc = _json(capsys, *tight, "--quiet", code=1)
     assert doc["rate"] is None and doc["saturated"] is True
-    assert doc["notes"][:2] == [ln.strip() for ln in text.splitlines()[-2:]]
-    assert doc["notes"][0] == "no probed rate meets the SLOs"
+    # the head's notes (as one run says them: the next test), then the verdict
+    assert doc["notes"][-2:] == [ln.strip() for ln in text.splitlines()[-2:]]
+    assert doc["notes"][-2] == "no probed rate meets the SLOs"
     t, p = doc["alone"]  # the text's numbers, to its four digits
-    assert f"P99 TTFT {t:.4g} s, TPOT {p:.4g} s" in doc["notes"][1]
+    assert f"P99 TTFT {t:.4g} s, TPOT {p:.4g} s" in doc["notes"][-1]
     loose = ("simulate", "tiny", "--max-rate", "--slo-ttft", "1", "--slo-tpot", "0.05", "--requests", "50")
     text, _ = _run(capsys, *loose, "--quiet")
     doc = _json(capsys, *loose, "--quiet")
     assert doc["rate"] is None and doc["saturated"] is False
-    assert doc["notes"] == [text.splitlines()[-1].strip()]
-    assert doc["notes"][0].startswith("not determined: every probe up to the physical ceiling")
-    assert f"({doc['ceiling_rate']:,.3f} requests/s" in doc["notes"][0]
+    assert doc["notes"] == [*_text_notes(text), text.splitlines()[-1].strip()]
+    assert doc["notes"][-1].startswith("not determined: every probe up to the physical ceiling")
+    assert f"({doc['ceiling_rate']:,.3f} requests/s" in doc["notes"][-1]
+
+
+def test_max_rate_says_the_notes_one_run_says(capsys: pytest.CaptureFixture[str]) -> None:
+    """``simulate --max-rate`` printed none of the notes a single ``simulate`` of the same engine,
+    model and device prints (vr200's KV pool sized from its vendor capacity, the engine's memory
+    reserve, its preliminary figures and missing roofs), in text or JSON; every probe runs that
+    engine on that device, so it now says them all, pinned to the single run's own notes."""
+    one, _ = _run(capsys, "simulate", *VR200, "--rate", "5", "--requests", "20", "--quiet")
+    said = _text_notes(one)
+    assert len(said) == 6 and any("preliminary" in n for n in said) and any("KV pool" in n for n in said)
+    argv = ("simulate", *VR200, "--max-rate", "--slo-ttft", "0.5", "--requests", "20", "--quiet")
+    text, _ = _run(capsys, *argv)
+    assert _text_notes(text) == said
+    assert _own(_json(capsys, *argv)["notes"])[: len(said)] == said
 
 
 def test_model_analyze_json_carries_the_roof_notes(capsys: pytest.CaptureFixture[str]) -> None:

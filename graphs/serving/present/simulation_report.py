@@ -234,6 +234,46 @@ def _fit_notes(
     return [ln.removeprefix("  note: ") for ln in lines[1:]]
 
 
+def _engine_notes_of(
+    request: SimulationRequest, config: Any, profile: EngineProfile, device: str, topology: Topology
+) -> list[str]:
+    """The notes on the engine a simulation runs, said by one run and by ``--max-rate`` alike:
+    its KV pool and memory reserve, the kernels pricing it, its kernel notes
+    (:func:`engine_kernel_notes`)."""
+    from ..sim.engine import pool_memory_note
+
+    out = [pool_memory_note(device)]
+    out.append(
+        profile.memory_note(
+            topology.tp, int(config.num_hidden_layers), int(getattr(config, "vocab_size", 0) or 0)
+        )
+    )
+    if request.predict and request.predict != profile.framework:
+        out.append(
+            f"{request.predict} kernels price engine {profile.ref}, whose own are {profile.framework}'s"
+        )
+    out += engine_kernel_notes(profile, request.predict, config, device, topology).values()
+    return [note for note in out if note]
+
+
+def _model_notes_of(request: SimulationRequest, config: Any, device: str, topology: Topology) -> list[str]:
+    """The notes on the model and device, said by one run and by ``--max-rate`` alike: roof
+    substitutions, a left-out MTP module, a sparse-attention tile, a tp group across scale-up
+    domains."""
+    from costmodel.hardware.fallback import roof_notes
+    from graphs.blocks.mtp import mtp_notes
+    from models.mixers.dsa import dsa_notes
+
+    from ..step.compiled import sparse_tile
+
+    spec = request.spec()
+    plain_mtp = mtp_notes(config) if spec is None or spec.draft != "mtp" else ()  # MTP left out, said
+    hw = get_device(device)  # a unit priced on another unit's roof; a tp group across domains
+    # a DSA model's sparse-attention kernel: its form and the heads the device's tile pads
+    sparse = dsa_notes(config, sparse_tile(config, hw), topology.tp)
+    return [*roof_notes(hw), *plain_mtp, *sparse, *hw.group_notes(topology.tp)]
+
+
 def _predicted(request: SimulationRequest, res: SimResult) -> list[str]:
     """What priced the iterations: the request's kernels, what their seconds rest on and the share
     clamped to the bound."""
@@ -434,41 +474,12 @@ class SimulationReport:
         return self._engine_notes() + self._model_notes() + fit
 
     def _engine_notes(self) -> list[str]:
-        """The notes on the engine: its KV pool and memory reserve, the kernels pricing it, its
-        kernel notes (:func:`engine_kernel_notes`)."""
-        from ..sim.engine import pool_memory_note
-
-        res, topo, profile, req = self.result, self.topology, self.profile, self.request
-        out = [pool_memory_note(res.device)]
-        out.append(
-            profile.memory_note(
-                topo.tp, int(self.config.num_hidden_layers), int(getattr(self.config, "vocab_size", 0) or 0)
-            )
-        )
-        if req.predict and req.predict != profile.framework:
-            out.append(
-                f"{req.predict} kernels price engine {profile.ref}, whose own are {profile.framework}'s"
-            )
-        out += engine_kernel_notes(profile, req.predict, self.config, res.device, topo).values()
-        return [note for note in out if note]
+        """The notes on the engine (:func:`_engine_notes_of`)."""
+        return _engine_notes_of(self.request, self.config, self.profile, self.result.device, self.topology)
 
     def _model_notes(self) -> list[str]:
-        """The notes on the model and device: roof substitutions, a left-out MTP module, a
-        sparse-attention tile, a tp group across scale-up domains."""
-        from costmodel.hardware.fallback import roof_notes
-        from graphs.blocks.mtp import mtp_notes
-        from models.mixers.dsa import dsa_notes
-
-        from ..step.compiled import sparse_tile
-
-        spec = self.request.spec()
-        plain_mtp = (
-            mtp_notes(self.config) if spec is None or spec.draft != "mtp" else ()
-        )  # MTP left out, said
-        hw = get_device(self.result.device)  # a unit priced on another unit's roof; a tp group across domains
-        # a DSA model's sparse-attention kernel: its form and the heads the device's tile pads
-        sparse = dsa_notes(self.config, sparse_tile(self.config, hw), self.topology.tp)
-        return [*roof_notes(hw), *plain_mtp, *sparse, *hw.group_notes(self.topology.tp)]
+        """The notes on the model and device (:func:`_model_notes_of`)."""
+        return _model_notes_of(self.request, self.config, self.result.device, self.topology)
 
     def _head(self) -> list[str]:
         """The first lines: what ran, the workload, the engine, notes, what priced it."""
@@ -650,8 +661,31 @@ class MaxRateReport:
         )
         doc["engine"].update(kernel_notes)
         # what the text says beside the numbers: its notes and, where no rate was found, why
-        doc["notes"] = [*kernel_notes.values(), *self._fit_notes(), *self._verdict()]
+        doc["notes"] = [*self.notes(), *self._verdict()]
         return doc
+
+    def notes(self) -> list[str]:
+        """Every note the text's head says, in its order, as one ``simulate`` run says them (every
+        probe runs the same engine and model): the engine's KV pool and memory reserve, kernels of
+        another framework, the engine's kernel notes, the device's roof substitutions, a left-out
+        MTP module, a sparse-attention tile, a tp group across domains, and the notes under a
+        ``predict_file`` fit's line. ``to_dict`` carries them under ``"notes"``.
+
+        Returns
+        -------
+        list of str
+        """
+        return self._engine_notes() + self._model_notes() + self._fit_notes()
+
+    def _engine_notes(self) -> list[str]:
+        """The notes on the engine (:func:`_engine_notes_of`)."""
+        device = get_device(self.request.device).name
+        return _engine_notes_of(self.request, self.config, self.profile, device, self.topology)
+
+    def _model_notes(self) -> list[str]:
+        """The notes on the model and device (:func:`_model_notes_of`)."""
+        device = get_device(self.request.device).name
+        return _model_notes_of(self.request, self.config, device, self.topology)
 
     def _fit_notes(self) -> list[str]:
         """The notes under the ``predict_file`` fit's line (none without one)."""
@@ -719,12 +753,10 @@ class MaxRateReport:
             f"  physical ceiling {m.ceiling_rate:,.3f} requests/s (the token-wise kernels back to back)",
             f"  {self.profile.summary()}",
         ]
+        out += [f"  note: {note}" for note in self._engine_notes()]
+        out += [f"  note: {note}" for note in self._model_notes()]
         if self.fit is None and not req.predict:
             out.append(f"  {bound_line(req.overhead_s)} (a rate found is a ceiling)")
-        notes = engine_kernel_notes(
-            self.profile, req.predict, self.config, get_device(req.device).name, self.topology
-        )
-        out += [f"  note: {note}" for note in notes.values()]
         if self.fit is not None:
             out.append(
                 predict_file_line(
