@@ -60,12 +60,14 @@ def compare_devices(devices: list[str | Hardware], precision: str = "bf16") -> l
     devices : list of str or Hardware
         Catalog names, aliases or device specs.
     precision : str
-        A tensor roof's precision (``bf16``, ``fp8``, ``fp4`` ...).
+        A tensor roof's precision (``bf16``, ``fp8``, ``fp4`` ...) or a dtype computing on it, in
+        any case (``FP8``, ``fp8_e4m3``: :func:`costmodel.dtypes.precision_of`).
 
     Returns
     -------
     list of DeviceRow
     """
+    from .dtypes import precision_of
     from .errors import CostModelError
     from .hardware.catalog import device_names
 
@@ -84,9 +86,10 @@ def compare_devices(devices: list[str | Hardware], precision: str = "bf16") -> l
         r.precision == "*" and r.unit == "tensor" for hw in hws for r in hw.roofs
     )  # serves any precision
     known = set(tensor) - {"*"}
+    given, precision = precision, precision_of(precision)  # FP8, fp8_e4m3: the fp8 roof, as --dtype
     if precision not in known and not wildcard:
         raise CostModelError(
-            f"--precision {str(precision)[:40]!r} is no tensor roof's precision; the devices' are: "
+            f"--precision {str(given)[:40]!r} is no tensor roof's precision; the devices' are: "
             + ", ".join(sorted(known))
         )
     rows = []

@@ -63,6 +63,7 @@ __all__ = [
     "get_dtype",
     "dtype_bytes",
     "roof_of",
+    "precision_of",
     "gemm_out_dtype",
     "DTypeLike",
     "group_quantised",
@@ -285,6 +286,40 @@ def roof_of(dtype: DTypeLike) -> str:
     if isinstance(dtype, sympy.Expr):
         return "*"
     return get_dtype(dtype).roof
+
+
+def precision_of(name: str, field: str = "--precision") -> str:
+    """The roof precision a command line's ``--precision`` names, spelled as ``dtype=`` and
+    ``--dtype`` are: a dtype's name or alias in any case (``FP8``, ``fp8_e4m3``, ``bfloat16``: the
+    roof it computes on, :func:`roof_of`), else a roof's own name in lower case (``FP4``:
+    ``fp4``). Whether a device has that roof is the caller's check.
+
+    Parameters
+    ----------
+    name : str
+        The spelling given.
+    field : str, default "--precision"
+        The option's name, for the error.
+
+    Returns
+    -------
+    str
+        The roof's precision key.
+
+    Raises
+    ------
+    UnknownDTypeError
+        When ``name`` is not a string.
+
+    >>> precision_of("FP8"), precision_of("fp8_e4m3"), precision_of("bfloat16"), precision_of("FP4")
+    ('fp8', 'fp8', 'bf16', 'fp4')
+    """
+    if not isinstance(name, str):
+        raise UnknownDTypeError(f"{field} must name a precision such as 'bf16', got {type(name).__name__}")
+    try:
+        return get_dtype(name.strip()).roof
+    except UnknownDTypeError:
+        return name.strip().lower()
 
 
 def gemm_out_dtype(dtype: DTypeLike, out_dtype: DTypeLike | None = None) -> DTypeLike | None:

@@ -706,3 +706,29 @@ def test_a_device_name_with_stray_spaces_is_the_name(typed):
 def test_a_device_that_is_not_a_name_is_refused_naming_its_type():
     with pytest.raises(UnknownDeviceError, match=r"^device must be a name or a Hardware, got float 1\.5$"):
         get_device(1.5)
+
+
+@pytest.mark.parametrize("spelling", ["FP8", "Fp8", "fp8_e4m3", "FP8_E4M3", "float8_e4m3fn"])
+def test_compare_spells_a_precision_as_dtype_does(spelling, capsys):
+    """``hw compare --precision FP8`` was refused while ``op ... dtype=FP8`` and ``report --dtype
+    FP8`` are taken: every spelling of a dtype names the roof it computes on (fp8_e4m3: fp8), so
+    the row is the ``fp8`` row, number for number, and the header names the roof."""
+    from costmodel.compare import compare_devices
+    from graphs.cli import main
+
+    assert compare_devices(["h100", "b200"], spelling) == compare_devices(["h100", "b200"], "fp8")
+    assert main(["hw", "compare", "h100", "--precision", spelling]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split()[1:3] == ["fp8", "dense"]
+    assert main(["hw", "compare", "h100", "--precision", "FP4"]) == 0  # a roof's own name, any case
+    assert "fp4 dense peak" in capsys.readouterr().out
+
+
+def test_plot_spells_a_precision_as_dtype_does():
+    """``plot roofline --precision FP8`` drew nothing: 'h100-sxm has no tensor roof of that
+    precision' (its roofs are fp8, bf16 ...); the request now names the fp8 roof, as ``--dtype``
+    would, and a roof the device lacks is still refused in the spelling given."""
+    from graphs.serving.analysis.plot_request import PlotRequest
+
+    assert PlotRequest("roofline", precision="FP8").precision_name == "fp8"
+    assert PlotRequest("roofline", precision="bfloat16").precision_name == "bf16"
+    assert PlotRequest("roofline").precision_name == "bf16"

@@ -167,7 +167,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     ]
     cols = (
         ("device", "device", "s"),
-        ("peak", f"{args.precision} dense peak", "s"),
+        ("peak", f"{rows[0].precision if rows else args.precision} dense peak", "s"),  # the roof's name
         ("ridge", "ridge (FLOP/B)", "s"),
         ("bw", "DRAM bandwidth", "s"),
         ("cap", "memory", "s"),
@@ -221,7 +221,12 @@ def add_hw_parser(sub: Any) -> None:
     hs.set_defaults(func=cmd_hw_show)
     c = hsub.add_parser("compare", help="devices side by side at one precision (dense roofs)")
     c.add_argument("devices", nargs="+")
-    c.add_argument("--precision", default="bf16")
+    c.add_argument(
+        "--precision",
+        default="bf16",
+        help="the tensor roof compared: its name (bf16, fp8, fp4 ...) or a dtype's, in any case, as "
+        "--dtype takes it (FP8, fp8_e4m3: the fp8 roof) (default: bf16)",
+    )
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compare)
     cl = hsub.add_parser("claim", help="decompose a speed-up claim: format x architecture x system size")

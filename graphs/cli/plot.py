@@ -100,7 +100,8 @@ def add_plot_parser(sub: Any) -> None:
     pl.add_argument(
         "--precision",
         default=None,
-        help="the tensor roof drawn, one the device has (roofline and headroom only; default: bf16)",
+        help="the tensor roof drawn, one the device has, by its name or a dtype's in any case, as "
+        "--dtype takes it (FP8, fp8_e4m3: the fp8 roof) (roofline and headroom only; default: bf16)",
     )
     pl.add_argument(
         "--allow-long-context",

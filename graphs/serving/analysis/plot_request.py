@@ -157,8 +157,11 @@ class PlotRequest:
 
     @property
     def precision_name(self) -> str:
-        """The tensor roof drawn (:data:`DEFAULT_PRECISION` when none is given)."""
-        return self.precision or DEFAULT_PRECISION
+        """The tensor roof drawn (:data:`DEFAULT_PRECISION` when none is given), spelled as
+        ``--dtype`` is (``FP8``, ``fp8_e4m3``: the fp8 roof; :func:`costmodel.dtypes.precision_of`)."""
+        from costmodel.dtypes import precision_of
+
+        return precision_of(self.precision or DEFAULT_PRECISION)
 
     @property
     def device_name(self) -> str:

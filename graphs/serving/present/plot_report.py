@@ -145,7 +145,7 @@ def run_plot(request: PlotRequest, config: ModelConfig | None, path: str) -> Plo
         precision = req.precision_name
         if hw.peak("tensor", precision) is None:  # refused before the graph is built
             raise CostModelError(
-                f"--precision {precision[:40]!r}: {hw.name} has no tensor roof of that precision; "
+                f"--precision {(req.precision or precision)[:40]!r}: {hw.name} has no tensor roof of that precision; "
                 f"allowed: {', '.join(hw.precisions('tensor')) or 'none'}"
             )
 
