@@ -732,3 +732,21 @@ def test_plot_spells_a_precision_as_dtype_does():
     assert PlotRequest("roofline", precision="FP8").precision_name == "fp8"
     assert PlotRequest("roofline", precision="bfloat16").precision_name == "bf16"
     assert PlotRequest("roofline").precision_name == "bf16"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--hw-override", "hw", "show", "h100"], ["hw", "show", "h100", "--hw-override"], ["--hw-override"]],
+)
+def test_hw_override_without_a_hw_file_is_refused(argv, capsys):
+    """``--hw-override`` lets ``--hw-file`` devices replace catalog ones; given alone it did
+    nothing and was accepted without a word (``hw show h100 --hw-override`` printed the catalog's
+    H100, rc 0). It is now refused in one line naming both options."""
+    from graphs.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        "costmodel: error: --hw-override lets --hw-file devices replace catalog ones, and no --hw-file "
+        "was given: add --hw-file PATH or drop --hw-override"
+    )

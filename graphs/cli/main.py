@@ -190,7 +190,8 @@ def build_parser(load: Collection[str] | None = None) -> argparse.ArgumentParser
     p.add_argument(
         "--hw-override",
         action="store_true",
-        help="let --hw-file devices replace catalog devices of the same name (a note names each one)",
+        help="let --hw-file devices replace catalog devices of the same name (a note names each one); "
+        "only with --hw-file",
     )
     p.add_argument(
         "--json", action="store_true", help="machine-readable output (the command's --json, given before it)"
@@ -455,6 +456,11 @@ def _main(argv: Sequence[str] | None) -> int:
         args._typed_argv = list(argv)  # html_option.ARGV: the page shows what was typed
         SYMBOL_ORIGINS.clear()  # this run's files' symbols only
         SYMBOLIC_DEVICES.clear()
+        if args.hw_override and not args.hw_file:  # it lets a file's devices replace: no file, no effect
+            raise CostModelError(
+                "--hw-override lets --hw-file devices replace catalog ones, and no --hw-file was given: "
+                "add --hw-file PATH or drop --hw-override"
+            )
         if args.hw_file:
             _load_hw_files(args.hw_file, args.hw_override)
         if args.command is None:
