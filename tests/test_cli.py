@@ -693,3 +693,33 @@ def test_decode_explains_its_weight_read_and_ceiling_by_the_numbers_it_prints(ca
     assert main(["decode", "llama-3.1-8b", "--batch", "8", "--ctx", "128"]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "throughput ceiling" in x)
     assert "an upper bound the per-kernel TPOT above does not reach" in line
+
+
+def test_rules_text_lists_every_parameter_the_json_lists(capsys):
+    """``rules`` printed only each rule's required parameters while ``--json`` listed them all:
+    the text now adds the optional ones with their defaults, each as the rule's own signature
+    has it, and ``op`` takes a default as printed (gemm at dtype=bf16 is gemm)."""
+    import inspect
+
+    from costmodel.rules import get_rule
+
+    text = run(capsys, "rules")[1]
+    doc = json.loads(run(capsys, "rules", "--json")[1])
+    block = text.split("\ngemm ", 1)[1].split("\ngrouped_gemm ", 1)[0]
+    sig = inspect.signature(get_rule("gemm").fn).parameters
+    assert "required: M, N, K" in block
+    optional = " ".join(block.split("optional: ", 1)[1].split())
+    wanted = ", ".join(
+        f"{k}={'false' if p.default is False else p.default}" for k, p in sig.items() if k not in "MNK"
+    )
+    assert (
+        optional
+        == wanted
+        == "dtype=bf16, w_dtype=None, out_dtype=None, compute_dtype=None, bias=false, tile_m=None, tile_n=None"
+    )
+    for name, info in doc.items():  # the JSON: every parameter, required or optional with its default
+        assert sorted(info["parameters"]) == sorted([*info["required"], *info["optional"]]), name
+    assert doc["gemm"]["optional"]["dtype"] == "bf16" and doc["gemm"]["optional"]["bias"] is False
+    a = json.loads(run(capsys, "op", "gemm", "M=8", "N=64", "K=32", "--json")[1])
+    b = json.loads(run(capsys, "op", "gemm", "M=8", "N=64", "K=32", "dtype=bf16", "bias=false", "--json")[1])
+    assert a["cost"] == b["cost"]

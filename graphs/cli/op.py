@@ -299,23 +299,42 @@ def cmd_op(args: argparse.Namespace) -> int:
     return 0
 
 
+def _default_text(value: Any) -> str:
+    """A rule parameter's default as ``op`` takes it on the command line (``bf16``, ``1``,
+    ``false``; ``None``: the rule derives it from the other parameters)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def cmd_rules(args: argparse.Namespace) -> int:
+    """``costmodel rules``: every rule's summary, its required parameters and its optional ones
+    with their defaults (``--json``: the same, ``parameters`` listing both in the rule's order)."""
+    import textwrap
+
     from costmodel.rules import get_rule, rule_names
 
-    out = {
-        n: {
-            "parameters": list(get_rule(n).parameters),
-            "required": list(get_rule(n).required),
-            "summary": get_rule(n).doc.splitlines()[0],
+    out: dict[str, dict[str, Any]] = {}
+    for n in rule_names():
+        rule = get_rule(n)
+        out[n] = {
+            "parameters": list(rule.parameters),
+            "required": list(rule.required),
+            "optional": {
+                k: p.default for k, p in rule.signature.parameters.items() if k not in rule.required
+            },
+            "summary": rule.doc.splitlines()[0],
         }
-        for n in rule_names()
-    }
     if args.json:
         print(dump(out))
         return 0
+    pad = " " * 19
     for name, info in out.items():
         print(f"{name:18s} {info['summary']}")
-        print(f"{'':18s} required: {', '.join(info['required'])}")
+        print(f"{pad}required: {', '.join(info['required']) or 'none'}")
+        if info["optional"]:
+            given = ", ".join(f"{k}={_default_text(v)}" for k, v in info["optional"].items())
+            print(textwrap.fill(f"optional: {given}", 100, initial_indent=pad, subsequent_indent=pad + "  "))
     return 0
 
 
