@@ -215,3 +215,38 @@ def test_the_simulate_csv_leaves_a_tpot_it_has_none_of_empty(
     assert len(rows) == 10 and all(r["tpot_s"] == "" and r["output"] == "1" for r in rows)
     assert "nan" not in out.read_text() and all(float(r["ttft_s"]) > 0 for r in rows)
     assert _json(capsys, *argv)["tpot"]["p50"] is None
+
+
+def test_serve_plans_json_says_its_notes_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    """``serve plans --json`` is a list of rows (docs/serving.md: it stays one), so the notes its
+    text prints beside the table (a skewed routing's meaning, a tp group across scale-up domains,
+    a device without a price) had nowhere to go and were lost to a program. They are now said on
+    stderr, word for word the text's (the skipped plans are the list's ``error`` rows)."""
+    argv = ("serve", "plans", "mixtral-8x7b", "--device", "h100,l4", "--plans", "16x1x1x1,1x1x2x1")
+    argv += ("--batches", "1", "--routing", "zipf:1.2")
+    text, _ = _run(capsys, *argv)
+    beside = [
+        ln.strip().removeprefix("note: ")
+        for ln in text.splitlines()
+        if ln.startswith("  ") and not ln.startswith("  skipped ")
+    ]
+    assert len(beside) == 3 and beside[0].startswith("routing zipf:1.2: step of the busiest EP rank")
+    assert "spans 2 scale-up domains of 8" in beside[1] and beside[2].startswith("$/M out for l4: no price")
+    out, err = _run(capsys, *argv, "--json")
+    rows = json.loads(out, parse_constant=_refuse_constant)
+    assert isinstance(rows, list) and any("error" in r for r in rows)
+    assert [ln.removeprefix("costmodel: note: ") for ln in err.splitlines()] == beside
+
+
+def test_hw_compare_json_says_a_vendor_memory_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:
+    """``hw compare --json`` is a list of rows: the text's note that vr200's memory is its vendor's
+    figure (no driver-reported one in the catalog) was lost under --json; it is said on stderr,
+    the text's words, and the row's memory is that vendor figure (288 GB, catalog)."""
+    text, _ = _run(capsys, "hw", "compare", "h100", "vr200")
+    note = text.splitlines()[-1]
+    assert note.endswith("the vendor's for vr200 (no driver figure in the catalog)")
+    out, err = _run(capsys, "hw", "compare", "h100", "vr200", "--json")
+    assert err.strip() == f"costmodel: note: {note}"
+    assert json.loads(out)[1]["capacity_bytes"] == 288e9
+    _, err = _run(capsys, "hw", "compare", "h100", "--json")
+    assert err == ""  # a driver figure: nothing to say

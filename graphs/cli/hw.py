@@ -180,6 +180,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     note = "memory: what the capacity checks divide, the driver-reported figure" + (
         f"; the vendor's for {', '.join(vendor)} (no driver figure in the catalog)" if vendor else ""
     )
+    if (
+        args.json and vendor
+    ):  # a list has no place for the note: the vendor's figure standing in, said on stderr
+        from costmodel.notes import say
+
+        say(note)
     return emit(args, [r.to_dict() for r in rows], format_table(table, cols) + "\n" + note)
 
 

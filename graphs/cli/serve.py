@@ -243,6 +243,11 @@ def cmd_plans(args: argparse.Namespace) -> int:
     rates = rates_of(args, req.devices)
     report = run_plans(req, cfg, rates=rates, predictor=_predictor(args))
     keep(args, report=report)
+    if args.json:  # the JSON is a list of rows: no place for the notes the text prints, said on stderr
+        from costmodel.notes import say
+
+        for note in report.notes():
+            say(note)
     return emit(args, report.to_dict(), report.to_text())
 
 

@@ -412,32 +412,63 @@ class PlansSummary:
             )
         )
         if skewed:
-            text += (
-                f"\n  routing {req.routing.label}: step of the busiest EP rank; 'x balanced' is the step over the "
-                "same plan with uniform routing (its busiest rank too: above the mean at a finite batch)"
-                + ("; replicas' extra weights are not in the memory check" if req.routing.replicate else "")
-            )
+            text += f"\n  {self._routing_line()}"
         for note in self.group_notes():
             text += f"\n  note: {note}"
-        for dev in self.unpriced:
-            text += f"\n  $/M out for {dev}: {NO_PRICE}"
-        for dev in sorted({r["device"] for r in self.rows if math.isnan(r["energy_per_token_j"])}):
-            text += f"\n  J/token for {dev}: no power figure (TDP) in the catalog"
+        for line in self._missing_lines():
+            text += f"\n  {line}"
         for pt in self.errors:
             text += f"\n  skipped {pt.device} {pt.plan} batch {pt.batch}: {pt.error}"
         if req.predict:
-            devices = ",".join(req.devices)
-            text += "\n" + "\n".join(
-                predicted_lines(
-                    req.predict,
-                    devices,
-                    None,
-                    what="every plan's decode kernels",
-                    served=self.expected_errors,
-                    unlike=plans_unlike(self.rows),
-                )
-            )
+            text += "\n" + "\n".join(self._predicted())
         return text
+
+    def notes(self) -> list[str]:
+        """What the text says beside its table that no row holds: the skewed routing's meaning, a
+        group across scale-up domains, a device without a price or a TDP, and with a predictor
+        what priced the steps (each device's expected errors are its rows'
+        ``served_expected_error``). The ``--json`` list has no place for them: the command line
+        says them on stderr.
+
+        Returns
+        -------
+        list of str
+        """
+        out = [self._routing_line()] if self.balanced else []
+        out += [*self.group_notes(), *self._missing_lines()]
+        if self.request.predict:  # the lines about every row, not one device's (those are in the rows)
+            out += [line.strip() for line in self._predicted() if not line.startswith("    ")]
+        return out
+
+    def _routing_line(self) -> str:
+        """What a skewed routing's rows are (``x balanced``)."""
+        req = self.request
+        return (
+            f"routing {req.routing.label}: step of the busiest EP rank; 'x balanced' is the step over the "
+            "same plan with uniform routing (its busiest rank too: above the mean at a finite batch)"
+            + ("; replicas' extra weights are not in the memory check" if req.routing.replicate else "")
+        )
+
+    def _missing_lines(self) -> list[str]:
+        """A device without a price, or without a TDP: why its cells say so."""
+        out = [f"$/M out for {dev}: {NO_PRICE}" for dev in self.unpriced]
+        out += [
+            f"J/token for {dev}: no power figure (TDP) in the catalog"
+            for dev in sorted({r["device"] for r in self.rows if math.isnan(r["energy_per_token_j"])})
+        ]
+        return out
+
+    def _predicted(self) -> list[str]:
+        """With a predictor, what priced every plan's steps and the served expected errors."""
+        req = self.request
+        return predicted_lines(
+            str(req.predict),
+            ",".join(req.devices),
+            None,
+            what="every plan's decode kernels",
+            served=self.expected_errors,
+            unlike=plans_unlike(self.rows),
+        )
 
     def to_html(self, command: str = "") -> str:
         """A page (:func:`graphs.serving.present.html_studies.report_page`): every plan's tokens/s
