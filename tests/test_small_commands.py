@@ -237,3 +237,8 @@ def test_a_whole_number_in_exponent_form_is_told_to_use_digits(capsys):
     )
     code, _, err = run(capsys, "model", "analyze", "tiny", "--batch", "1.5")
     assert code == 2 and "got '1.5'" in err and "write it" not in err
+    # list options read a whole number the same way (sweep --batches once said 1e3 is none)
+    code, _, err = run(capsys, "sweep", "tiny", "--batches", "1,1e3")
+    assert code == 2 and "--batches: '1e3' is a whole number not in digits (write it in digits: 1000)" in err
+    code, _, err = run(capsys, "sweep", "tiny", "--batches", "1.5")
+    assert code == 2 and "'1.5' is not a whole number or START:STOP:FACTOR" in err

@@ -169,21 +169,26 @@ def _flag(action: argparse.Action) -> str:
     return action.option_strings[-1] if action.option_strings else action.dest
 
 
+def _digits_hint(text: str) -> str:
+    """`` (write it in digits: 1000)`` for a whole number written otherwise (``1e3``), else ``""``:
+    such a value is a whole number, only not in digits, and the refusal says so rather than that
+    it is not one."""
+    try:
+        as_float = float(text)
+    except ValueError:
+        return ""
+    if math.isfinite(as_float) and as_float.is_integer() and abs(as_float) < 1e30:
+        return f" (write it in digits: {int(as_float)})"
+    return ""
+
+
 def _int_type(flag: str, lo: int, hi: int) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
-            # '1e3' is a whole number, only not in digits: say so rather than that it is not one
-            hint = ""
-            try:
-                as_float = float(text)
-                if math.isfinite(as_float) and as_float.is_integer() and abs(as_float) < 1e30:
-                    hint = f" (write it in digits: {int(as_float)})"
-            except ValueError:
-                pass
             raise argparse.ArgumentTypeError(
-                f"{flag} must be a whole number in digits, got {text!r}{hint}"
+                f"{flag} must be a whole number in digits, got {text!r}{_digits_hint(text)}"
             ) from None
         if not lo <= value <= hi:
             raise argparse.ArgumentTypeError(f"{flag} must be in [{lo}, {hi}], got {value}")
@@ -341,6 +346,9 @@ def int_list(text: str, flag: str, *, hi: int = 10**8, most: int = 10_000) -> li
         try:
             values = [int(x) for x in pieces]
         except ValueError:
+            hint = _digits_hint(part) if len(pieces) == 1 else ""
+            if hint:
+                raise CostModelError(f"{flag}: {part!r} is a whole number not in digits{hint}") from None
             raise CostModelError(f"{flag}: {part!r} is not a whole number or START:STOP:FACTOR") from None
         if len(values) == 1:
             out.append(values[0])
