@@ -69,13 +69,9 @@ def compare_devices(devices: list[str | Hardware], precision: str = "bf16") -> l
     """
     from .dtypes import precision_of
     from .errors import CostModelError
-    from .hardware.catalog import device_names
+    from .hardware.catalog import device_names, distinct_devices
 
-    hws = [get_device(d) for d in devices]
-    names = [hw.name for hw in hws]
-    twice = next((n for i, n in enumerate(names) if n in names[:i]), None)
-    if twice is not None:  # an alias is its device: the same row twice
-        raise CostModelError(f"devices: {twice} is given twice (or by an alias): list each device once")
+    hws = distinct_devices(devices)  # an alias is its device: the same row twice is refused
     tensor = [
         r.precision
         for hw in [*hws, *(get_device(n) for n in device_names())]

@@ -98,7 +98,7 @@ def test_derive_balance_lists_each_device_once(capsys):
     """``derive balance h100 h100-sxm`` printed H100's six rows twice; ``hw compare`` refuses the
     same list. A preliminary device is said to be so."""
     code, _, err = run(capsys, "derive", "balance", "h100", "h100-sxm")
-    assert code == 2 and "h100-sxm is given twice" in err
+    assert code == 2 and "devices gives h100-sxm twice (as h100 and h100-sxm): list each device once" in err
     code, out, _ = run(capsys, "derive", "balance", "vr200")
     assert code == 0 and out.count("vr200 figures are preliminary") == 1
     # its fp8 row: 16.67 PFLOP/s (1.2 EFLOPS / 72, rubin-gtc2025) over 22 TB/s (rubin-ces2026)

@@ -789,7 +789,7 @@ def test_an_output_that_is_an_input_is_refused_before_the_work(capsys, tmp_path)
         (["search", "tiny", "--ctxs", "16", "--batches", "1", "--tp", "1,1,2"], "--tp gives 1 twice"),
         (["simulate", "tiny", "--rates", "5,5", "--requests", "10"], "--rates gives 5 twice"),
         (["serve", "plans", "mixtral-8x7b", "--plans", "8x1x1x1,8x1x1x1"], "--plans gives '8x1x1x1' twice"),
-        (["hw", "compare", "h100", "h100-sxm"], "h100-sxm is given twice"),
+        (["hw", "compare", "h100", "h100-sxm"], "devices gives h100-sxm twice (as h100 and h100-sxm)"),
     ],
 )
 def test_a_value_given_twice_is_refused(capsys, argv, message):

@@ -704,6 +704,55 @@ def get_device(name: str | Hardware) -> Hardware:
     return active_catalog().get(name)
 
 
+def distinct_devices(devices: Collection[str | Hardware], option: str = "devices") -> list[Hardware]:
+    """The specs of ``devices``, refusing one device given twice: by the same name or by two that
+    resolve to one catalog entry (``h100`` and ``h100-sxm``), or two different specs of one name
+    (a what-if copy, :meth:`Hardware.scaled`, beside its original), which results keyed by device
+    name could not tell apart. Every command and library call taking a device list checks it here
+    (``hw compare``, ``derive balance``, ``sweep``, ``search``, ``size``).
+
+    Parameters
+    ----------
+    devices : collection of str or Hardware
+        Catalog names, aliases or specs (an unknown name is refused by :func:`get_device`).
+    option : str
+        The setting as the caller spells it (``devices``, ``--device``), named in the error.
+
+    Returns
+    -------
+    list of Hardware
+        The specs, in the order given.
+
+    Raises
+    ------
+    CostModelError
+        ``devices gives h100-sxm twice (as h100 and h100-sxm): list each device once``.
+
+    >>> [hw.name for hw in distinct_devices(["h100", "a100"])]
+    ['h100-sxm', 'a100-sxm-40gb']
+    """
+    from ..errors import CostModelError
+
+    seen: dict[str, tuple[str, Hardware]] = {}
+    out: list[Hardware] = []
+    for dev in devices:
+        hw = get_device(dev)
+        given = dev.strip() if isinstance(dev, str) else hw.name
+        if hw.name in seen:
+            first, spec = seen[hw.name]
+            if spec != hw:  # a what-if copy (Hardware.scaled) keeps its original's name
+                raise CostModelError(
+                    f"{option} gives two different specs named {hw.name} (a what-if copy keeps its "
+                    "original's name): name the copy apart, e.g. dataclasses.replace(copy, "
+                    f"name='{hw.name[:40]}-whatif'), as results are keyed by device name"
+                )
+            spelled = "" if first == given == hw.name else f" (as {first[:60]} and {given[:60]})"
+            raise CostModelError(f"{option} gives {hw.name} twice{spelled}: list each device once")
+        seen[hw.name] = (given, hw)
+        out.append(hw)
+    return out
+
+
 def device_names() -> tuple[str, ...]:
     """Catalog device names in catalog order.
 

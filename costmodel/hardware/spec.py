@@ -513,18 +513,19 @@ class Hardware:
     def balance(self, unit: str = "tensor", precision: str = "bf16", level: str = "dram") -> sympy.Expr:
         """Ridge point ``I* = P / beta`` in FLOP per byte.
 
-        ``P`` is the roof :func:`costmodel.roofline.bound` prices ``precision``'s FLOPs on: a tensor
-        precision the device publishes no rate for is bounded by a narrower format's roof
-        (:func:`costmodel.hardware.fallback.roof_precision`: Groq's, MI455X's and Rubin's bf16), so
-        a ridge and the bound it is compared with never disagree; reports say so
-        (:func:`costmodel.hardware.fallback.roof_notes`).
+        ``P`` is the roof :func:`costmodel.roofline.bound` prices ``unit``'s FLOPs at ``precision``
+        on (:func:`costmodel.hardware.fallback.fallback_peak`): a tensor precision the device
+        publishes no rate for is bounded by a narrower format's roof (Groq's, MI455X's and Rubin's
+        bf16), a unit with no roof by its stand-in's (transcendentals on the vector roof where no
+        SFU rate is published), so a ridge and the bound it is compared with never disagree;
+        reports say so (:func:`costmodel.hardware.fallback.roof_notes`).
 
         >>> Hardware.symbolic().balance(precision="*")
         P/beta
         """
-        from .fallback import roof_precision
+        from .fallback import fallback_peak
 
-        return self.require_peak(unit, roof_precision(self, unit, precision)) / self.bandwidth(level)
+        return fallback_peak(self, unit, precision) / self.bandwidth(level)
 
     # ------------------------------------------------------------- variants
     def scaled(self, factors: Mapping[str, object]) -> Hardware:

@@ -190,16 +190,12 @@ def cmd_balance(args: argparse.Namespace) -> int:
     from costmodel.derive import (
         balance_point,
     )
-    from costmodel.errors import CostModelError
-    from costmodel.hardware import device_names, get_device
+    from costmodel.hardware import device_names, distinct_devices
     from costmodel.hardware.fallback import roof_notes
     from costmodel.report import format_table
 
-    hws = [get_device(name) for name in args.devices or list(device_names())]
-    seen = [hw.name for hw in hws]
-    twice = next((n for i, n in enumerate(seen) if n in seen[:i]), None)
-    if twice is not None:  # an alias is its device: its rows twice (hw compare refuses it so)
-        raise CostModelError(f"devices: {twice} is given twice (or by an alias): list each device once")
+    # an alias is its device: its rows twice are refused (as hw compare does)
+    hws = distinct_devices(args.devices or list(device_names()))
     # a device's own notes (preliminary figures), once each; the rows are its published roofs
     notes = [note for hw in hws for note in roof_notes(hw, used=())]
     rows = []

@@ -170,23 +170,9 @@ def check_device_repeats(devices: Any, option: str = "--device") -> None:
         list each device once``; or two different specs share a name (a what-if copy beside its
         original), which results keyed by device name could not tell apart.
     """
-    from costmodel.hardware import get_device  # light callers never pay for the catalog
+    from costmodel.hardware import distinct_devices  # light callers never pay for the catalog
 
-    seen: dict[str, tuple[str, Any]] = {}
-    for dev in devices:
-        hw = get_device(dev)
-        given = dev.strip() if isinstance(dev, str) else hw.name
-        if hw.name in seen:
-            first, spec = seen[hw.name]
-            if spec != hw:  # a what-if copy (Hardware.scaled) keeps its original's name
-                raise CostModelError(
-                    f"{option} gives two different specs named {hw.name} (a what-if copy keeps its "
-                    "original's name): name the copy apart, e.g. dataclasses.replace(copy, "
-                    f"name='{hw.name[:40]}-whatif'), as results are keyed by device name"
-                )
-            spelled = "" if first == given == hw.name else f" (as {first[:60]} and {given[:60]})"
-            raise CostModelError(f"{option} gives {hw.name} twice{spelled}: list each device once")
-        seen[hw.name] = (given, hw)
+    distinct_devices(devices, option)
 
 
 def check_dtype_repeats(dtypes: Any, name: str) -> None:
