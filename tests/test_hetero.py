@@ -304,3 +304,13 @@ def test_closed_forms_reject_bad_values_by_name():
         expected_tokens("__import__('os')", 3)
     with pytest.raises(CostModelError, match=r"alpha .* \[0, 1\]"):
         expected_tokens(sympy.Rational(3, 2), 3)
+
+
+def test_a_best_k_at_the_limit_asks_for_no_refused_k_max():
+    """At alpha 1 every longer draft is faster, so the best k is the largest tried; at --k-max 256
+    (the most allowed) the line said '--k-max above 256 tries it', a value the option refuses."""
+    from graphs.serving.analysis.specdec import K_MAX_LIMIT
+
+    res = speculative_decoding("llama-3.1-70b", "llama-3.2-1b", "b200", alpha=1.0, k_max=K_MAX_LIMIT)
+    assert res.best_k == K_MAX_LIMIT and res.best_at_k_max
+    assert "the most --k-max allows" in res.best_line() and "above" not in res.best_line()

@@ -169,7 +169,9 @@ class SpecDecReport(Result):
         str
         """
         line = f"best k = {self.best_k} -> {self.best_speedup:.2f}x"
-        if self.best_at_k_max:
+        if self.best_at_k_max and self.best_k >= K_MAX_LIMIT:  # no longer draft can be asked for
+            line += " (the largest k tried, the most --k-max allows: a longer draft may be faster)"
+        elif self.best_at_k_max:
             line += (
                 f" (the largest k tried: a longer draft may be faster, --k-max above {self.best_k} tries it)"
             )
