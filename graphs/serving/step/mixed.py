@@ -153,7 +153,10 @@ class _AttentionKernel:
             for u, v in enumerate(vals):
                 totals[u] += v
         ov = self.overlap
-        return self.repeat * (ov * max(totals) + (1 - ov) * sum(totals) + self.launch)
+        acc = totals[0]
+        for t in totals[1:]:  # a left fold, as decode_times and chunk_times add over arrays (the
+            acc += t  # builtin sum compensates floats from Python 3.12: it would round otherwise)
+        return self.repeat * (ov * max(totals) + (1 - ov) * acc + self.launch)
 
     def decode_times(self, n_dec: int, sum_ctx: np.ndarray) -> np.ndarray:
         """:meth:`time` of ``n_dec`` decodes at each KV-length sum of ``sum_ctx``, vectorised
@@ -658,7 +661,7 @@ class MixedStep:
         after ``cached[i]`` cached ones (whole numbers, as floats), vectorised over the chunks:
         the compiled forms evaluated over numpy arrays from their own text, through the scalar
         path's operations in its order, and each attention kernel's terms blended by the same
-        ``max`` and ``sum`` of Python floats, so each element equals
+        maximum and left-fold sum, so each element equals
         ``time_sums(0, 0.0, [(new[i], cached[i])])`` bit for bit (a test compares them on random
         lengths). A form numpy cannot evaluate so (:meth:`_lone_chunk_forms`), or a value that is
         not finite, takes the scalar path, element by element.
@@ -699,9 +702,9 @@ class MixedStep:
                 top = totals[0]
                 for x in totals[1:]:
                     top = np.maximum(top, x)
-                # the builtin sum of each chunk's terms, as the scalar path adds them (Python
-                # 3.12 compensates a float sum: no numpy fold would round alike)
-                acc = np.array([sum(row) for row in zip(*(x.tolist() for x in totals), strict=True)])
+                acc = totals[0]  # the scalar path's left fold, element by element
+                for x in totals[1:]:
+                    acc = acc + x
                 ov = k.overlap
                 t = t + k.repeat * (ov * top + (1 - ov) * acc + k.launch)
         except ArithError:
