@@ -56,3 +56,12 @@ def test_listed_and_simulated(capsys):
     assert (
         doc["engine"]["engine"] == "vllm@0.6" and doc["engine"]["settings"]["max_num_batched_tokens"] == 512
     )
+
+
+def test_v0_token_budget_source_names_its_releases():
+    # vLLM v0.6.0's SchedulerConfig took 512 with chunked prefill; vllm PR 10544 ("Update default
+    # max_num_batch_tokens for chunked prefill to 2048", merged 2024-11-21) made it 2048 from v0.6.5
+    p = get_engine("vllm@0.6")
+    src = p.sources["max_num_batched_tokens"]
+    assert p.max_num_batched_tokens == 512
+    assert "v0.6.0-v0.6.4" in src and "2048 from v0.6.5" in src and "PR 10544" in src

@@ -11,7 +11,11 @@ prefill and ``max_num_batched_tokens = max(max_model_len, 2048)``: give ``--no-c
   speculative decoding or LoRA, logging "Chunked prefill is enabled by default for models with
   max_model_len > 32K";
 * ``max_num_batched_tokens`` 512: ``SchedulerConfig`` (``vllm/config.py``) takes 512 when chunked
-  prefill is on and none is given ("Chunked prefill is enabled with max_num_batched_tokens=512");
+  prefill is on and none is given ("Chunked prefill is enabled with max_num_batched_tokens=512"),
+  in v0.6.0 to v0.6.4 only: https://github.com/vllm-project/vllm/pull/10544 ("Update default
+  max_num_batch_tokens for chunked prefill to 2048", 2024-11-21) made it 2,048 from v0.6.5 (0.6.6's
+  ``SchedulerConfig.__post_init__``: ``self.max_num_batched_tokens = 2048``), so a 0.6.5 or 0.6.6
+  server takes ``--max-num-batched-tokens 2048``;
 * ``max_num_seqs`` 256, ``block_size`` 16, ``gpu_memory_utilization`` 0.9 of the device:
   ``EngineArgs``' defaults;
 * ``recompute``: V0's default ``preemption_mode`` for a single-sequence group
@@ -125,7 +129,8 @@ PROFILE = register_engine(
         sources={
             "dp_load_balance": "ASSUMED: V1's score rule (vllm/v1/engine/core_client.py DPLBAsyncMPClient); "
             "v0.6 ran no data-parallel ranks of its own",
-            "max_num_batched_tokens": "vllm/config.py SchedulerConfig: 512 with chunked prefill (v0.6)",
+            "max_num_batched_tokens": "vllm/config.py SchedulerConfig: 512 with chunked prefill (v0.6.0-v0.6.4; "
+            "2048 from v0.6.5, vllm PR 10544)",
             "max_num_seqs": f"{_V0}.max_num_seqs: 256",
             "block_size": f"{_V0}.block_size: 16",
             "enable_chunked_prefill": f"{_V0}.create_engine_config: on for max_model_len > 32K",
