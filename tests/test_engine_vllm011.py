@@ -69,3 +69,18 @@ def test_listed_and_runs_more_than_256_sequences(capsys: pytest.CaptureFixture[s
     argv += ["--concurrency", "400", "--requests", "400", "--prompt", "fixed:16", "--output", "fixed:32"]
     assert main([*argv, "--quiet", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["mean_batch"] <= 256
+
+
+def test_capture_sizes_source_flags_0110() -> None:
+    # vLLM 0.11.0's gpt-oss override says raising the capture limit from 512 to 992 takes the
+    # graphs "from 67 to 81" (quoted in SemiAnalysisAI/InferenceX issue 117): 67 is 3 + 512 / 8,
+    # the step-8 rule, not the two-step rule vllm PR 26016 brought (51 sizes at 512, 0.11.1 on)
+    from graphs.serving.engines.vllm010 import v010_capture_sizes
+
+    assert len(v010_capture_sizes(1024, 8192)) == 3 + 512 // 8 == 67
+    assert 3 + 256 // 8 + (992 - 256) // 16 == 81  # the override's 81: step 8 to 256, 16 to 992
+    p = get_engine("vllm@0.11")
+    assert len(p.overheads().cudagraph_sizes) == 51  # unchanged: the replayed tables hold it
+    src = p.sources["cudagraph_sizes"]
+    assert "likely WRONG for 0.11.0" in src and "67 sizes" in src and "PR 26016" in src
+    assert "WRONG" not in get_engine("vllm@0.12").sources["cudagraph_sizes"]

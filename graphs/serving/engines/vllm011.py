@@ -19,7 +19,16 @@ the series whose ``AsyncEngineArgs.disable_log_requests`` "will be removed in v0
 * ``block_size`` 16, ``gpu_memory_utilization`` 0.9 of the device, ``recompute`` preemption, the
   CUDA-graph capture sizes (``[1, 2, 4] + range(8, 256, 8) + range(256, M + 1, 16)``,
   ``M = min(2 max_num_seqs, 512)``: 512 at 1,024 sequences) and the fused small kernels: V1's, as
-  :mod:`.vllm` cites them;
+  :mod:`.vllm` cites them. The capture sizes are those of 0.11.1 and 0.11.2 (and of the commit
+  above), likely WRONG for 0.11.0: the two-step rule (16 apart from 256) came with
+  https://github.com/vllm-project/vllm/pull/26016 (opened 2025-10-01, which also removed
+  ``SchedulerConfig.cuda_graph_sizes``), while 0.11.0 still read ``cuda_graph_sizes``
+  (``[min(2 max_num_seqs, 512)]``) and captured ``[1, 2, 4] + range(8, M + 1, 8)``, 67 sizes at
+  ``M`` = 512 (its gpt-oss override's comment, "This will increase the number of CUDA graphs from 67
+  to 81", quoted from vLLM 0.11.0 in SemiAnalysisAI/InferenceX issue 117; vllm-ascend's v0.11.0
+  PR 4205: "[1, 2, 4, 8, 16, 24, ..., max_capture_size]"), the rule :func:`.vllm010.v010_capture_sizes`
+  states. Not changed here: the published vLLM 0.11.0 rows replay on this profile (a decode batch
+  of more than 256 sequences pads differently), so the switch is left to a refit of those tables;
 * the KV pool's memory terms, V1's (:func:`.vllm.v1_memory_reserve`): ``gpu_memory_utilization``
   of ``mem_get_info``'s total, less weights, activations and a non-torch increase that does not
   grow with ``tp`` (NCCL set up before the start-up snapshot: vllm PR 25359, merged 2025-09-22;
@@ -164,7 +173,11 @@ PROFILE = register_engine(
             "memory_reserve": MEMORY_RESERVE_SOURCE + " (ASSUMED in 0.11; no CUDA-graph estimate then)",
             "sampler": "a PyPI install: flashinfer is an extra of the 0.11.0 wheel, so the PyTorch sampler runs "
             "(vllm/v1/sample/ops/topk_topp_sampler.py; --sampler flashinfer where it is installed)",
-            "cudagraph_sizes": V1.sources["cudagraph_sizes"],
+            "cudagraph_sizes": V1.sources["cudagraph_sizes"]
+            + " (vllm PR 26016: 0.11.1 on; likely WRONG for 0.11.0, "
+            "which captured [1, 2, 4] + range(8, M + 1, 8), 67 sizes at M = 512: "
+            "its gpt-oss comment 'from 67 to 81', "
+            "InferenceX issue 117)",
             "small_kernels": V1.sources["small_kernels"],
             "iteration_s": _SYNC_STAND_IN,
             "per_seq_s": _SYNC_STAND_IN,

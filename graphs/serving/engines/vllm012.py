@@ -52,6 +52,7 @@ import dataclasses
 from .attention_kernels import VLLM_SINKS_TRITON_012
 from .moe_kernels import VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120
 from .profile import register_engine
+from .vllm import PROFILE as V1
 from .vllm import SYNC_CPU_TERMS, SYNC_FIT
 from .vllm011 import PROFILE as V011
 
@@ -74,6 +75,8 @@ PROFILE = register_engine(
         cpu_fit=SYNC_FIT,
         sources={
             **V011.sources,
+            # the two-step capture rule (vllm PR 26016) is 0.11.1's and later: 0.12.0's own
+            "cudagraph_sizes": V1.sources["cudagraph_sizes"] + " (vllm PR 26016, from 0.11.1)",
             "iteration_s": _FITTED,
             "per_seq_s": _FITTED,
             "sampler": "0.12.0's topk_topp_sampler.py takes FlashInfer's sampler only when VLLM_USE_FLASHINFER_SAMPLER "
