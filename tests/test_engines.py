@@ -37,6 +37,23 @@ def test_trtllm_defaults_are_its_sources():
     assert set(t.small_kernels) == {Role.NORM, Role.ACTIVATION, Role.EMBEDDING}
 
 
+def test_trtllm_serve_prefix_caching_source_states_the_engine_default():
+    # TensorRT-LLM's llm_args.py: KvCacheConfig.enable_block_reuse = Field(default=True); serve.py's
+    # get_llm_args builds KvCacheConfig(free_gpu_memory_fraction=...) only, so trtllm-serve reuses
+    # blocks by default; the profile keeps its assumed off and its source says it departs from that
+    t = get_engine("trtllm")
+    src = t.sources["enable_prefix_caching"]
+    assert t.enable_prefix_caching is False
+    assert "default is ON" in src and "enable_block_reuse default True" in src
+    # trtllm-bench and Triton's backend do not inherit trtllm-serve's wording
+    assert "trtllm-serve" not in get_engine("trtllm-bench").sources["enable_prefix_caching"]
+    assert "trtllm-serve" not in get_engine("triton-trtllm").sources["enable_prefix_caching"]
+    # llm_args.py of the 1.x releases: CudaGraphConfig.enable_padding = Field(default=False)
+    assert (
+        t.cudagraph_sizes is None and "CudaGraphConfig.enable_padding False" in t.sources["cudagraph_sizes"]
+    )
+
+
 def test_vllm_and_sglang_defaults_are_their_sources():
     v = get_engine("vllm")
     # get_batch_defaults: 8192 tokens and 1024 sequences (OPENAI_API_SERVER, >= 70 GiB, not A100);

@@ -22,9 +22,15 @@ Sources of every default:
 * batch waiting off: ``batch_wait_timeout_iters`` and ``batch_wait_max_tokens_ratio`` default to
   0 (``tensorrt_llm/_torch/pyexecutor/py_executor.py``; InferenceX's scripts: "by default they
   are all zeros").
-* no CUDA-graph padding: ``DecodeCudaGraphConfig.enable_padding`` is False by default ("if true,
-  batches are rounded up to the nearest cuda_graph_batch_size":
+* no CUDA-graph padding: ``CudaGraphConfig.enable_padding`` is False by default ("If true,
+  batches are rounded up to the nearest cuda_graph_batch_size", ``tensorrt_llm/llmapi/llm_args.py``
+  of the 1.x releases; ``DecodeCudaGraphConfig`` in later ones:
   https://nvidia.github.io/TensorRT-LLM/llm-api/reference/DecodeCudaGraphConfig.html).
+* prefix caching off: ASSUMED, as before profiles, and NOT ``trtllm-serve``'s default:
+  ``KvCacheConfig.enable_block_reuse`` defaults to True (``llm_args.py``) and ``serve.py``'s
+  ``get_llm_args`` builds ``KvCacheConfig(free_gpu_memory_fraction=...)`` without touching it, so a
+  default server reuses KV blocks across requests; ``--enable-prefix-caching`` describes it
+  (:data:`SERVE_BLOCK_REUSE`, the profile's source).
 * small kernels: RoPE and the KV append run inside its attention op (``thop.attention`` takes the
   fused QKV, the rotary settings and the cache's block offsets:
   ``tensorrt_llm/_torch/attention_backend/trtllm.py``), the residual add inside the norm
@@ -58,7 +64,7 @@ from costmodel.keys import Role
 from .profile import EngineProfile, register_engine
 from .vllm import TOKENISE, request_fit
 
-__all__ = ["PROFILE", "BENCH"]
+__all__ = ["PROFILE", "BENCH", "SERVE_BLOCK_REUSE"]
 
 _ASSUMED = "ASSUMED: no source publishes it (costmodel calibrate serving fits it)"
 _FIT = "fitted: benchmarks/overhead_fit.py, docs/overhead_fit.md (InferenceX Llama-3.1-70B FP8, H200)"
@@ -79,7 +85,8 @@ _SOURCES = {
     "enable_prefix_caching": "ASSUMED off, as before profiles: KvCacheConfig.enable_block_reuse; give --enable-prefix-caching",
     "kv_rule": "TensorRT-LLM sizes its KV pool from the free memory after the engine loads "
     "(the vendor capacity stands for the driver's total less the runtime's own allocations: KVPool.vendor_bytes, ASSUMED)",
-    "cudagraph_sizes": "DecodeCudaGraphConfig.enable_padding False: no padding",
+    "cudagraph_sizes": "tensorrt_llm/llmapi/llm_args.py CudaGraphConfig.enable_padding False (1.0; "
+    "DecodeCudaGraphConfig in later releases): no padding",
     "small_kernels": "tensorrt_llm/_torch/attention_backend/trtllm.py: RoPE and KV append inside attention",
     "iteration_s": _FIT,
     "per_seq_s": _FIT,
@@ -90,6 +97,13 @@ _SOURCES = {
     "prefix_lookup_per_token_s": "ASSUMED negligible: block reuse hashes its block keys in the C++ KV-cache manager",
     "frontend_token_s": "NOT IDENTIFIED, 0: benchmarks/frontend_fit.py (docs/frontend_fit.md) bounds it by 78 us/token on the calibration rows (TP 4 only at the bound); no source publishes trtllm-serve's ceiling",
 }
+
+#: ``trtllm-serve``'s prefix caching: the engine's default is on, the profile's off (module doc)
+SERVE_BLOCK_REUSE = (
+    "ASSUMED off, as before profiles, where trtllm-serve's default is ON: llm_args.py "
+    "KvCacheConfig.enable_block_reuse default True, and commands/serve.py get_llm_args builds "
+    "KvCacheConfig(free_gpu_memory_fraction=...) only; give --enable-prefix-caching"
+)
 
 PROFILE = register_engine(
     EngineProfile(
@@ -117,7 +131,7 @@ PROFILE = register_engine(
             "frontend_token_s": 0.0,  # not identified: benchmarks/frontend_fit.py
         },
         fitted=("iteration_s", "per_seq_s", "request_s"),
-        sources=_SOURCES,
+        sources={**_SOURCES, "enable_prefix_caching": SERVE_BLOCK_REUSE},
     )
 )
 
