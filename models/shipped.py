@@ -28,7 +28,7 @@ class CatalogModel:
     #: keep the multi-token-prediction modules (DeepSeek-V3's MTP)
     mtp: bool = False
     #: what the published active count includes: "all" parameters a token uses, "no_embedding"
-    #: (the input table left out, gpt-oss's card) or "non_embedding" (embedding and head left out)
+    #: (the input table left out: gpt-oss's card, DeepSeek-V3's README_WEIGHTS.md) or "non_embedding" (embedding and head left out)
     active_counts: str = "all"
 
 
@@ -113,10 +113,13 @@ MODELS: dict[str, CatalogModel] = {
             _HF.format("deepseek-ai/DeepSeek-V3"),
             671e9,
             None,
-            37e9,
+            36.6e9,
             published_source="DeepSeek-V3 technical report (arXiv:2412.19437): 671B total, 37B "
-            "activated per token (the 14B multi-token-prediction module excluded); FP8 block-scaled "
+            "activated per token (the 14B multi-token-prediction module excluded); the model's "
+            "README_WEIGHTS.md states the main model's activated count to a further digit, 36.6B "
+            "including the 0.9B output head, i.e. the input embedding left out. FP8 block-scaled "
             "weights (128x128, W8A8) as published: the config's quantization_config",
+            active_counts="no_embedding",
         ),
         CatalogModel(
             "deepseek-v3-mtp",

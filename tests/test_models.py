@@ -20,8 +20,9 @@ from models import (
 # Published totals and the tolerance each needs. Norm weights and biases are
 # counted exactly here, so the gaps are the publishers' rounding:
 #   Llama-3.1-405B: 405.85B counted vs "405B" on the model card (rounded down, 0.21%).
-#   DeepSeek-V3: 671.03B vs 671B; active 37.55B vs "37B": the report rounds, and counts
-#   the embedding/lm_head as activated or not depending on the convention (1.5%).
+#   DeepSeek-V3: 671.03B vs 671B; active 37.55B vs the report's "37B" (1.5%): DeepSeek counts
+#   the output head but not the input table (README_WEIGHTS.md: 36.6B activated, 0.9B of it the
+#   head; 37.55B less the 0.93B table is 36.63B, tests/test_catalog_audit.py).
 PUBLISHED = [
     ("llama-3.1-8b", "total", 8.03e9, 0.001),
     ("llama-3.1-70b", "total", 70.6e9, 0.001),
