@@ -9,6 +9,7 @@ and the core's error only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from costmodel.errors import CostModelError
 
@@ -146,8 +147,9 @@ class PlotRequest:
         -------
         (str, int, int, int, int)
         """
-        got = {n: getattr(self, n) for n in DEFAULTS}
-        v = {n: DEFAULTS[n] if value is None else value for n, value in got.items()}
+        v: dict[str, Any] = {
+            n: DEFAULTS[n] if getattr(self, n) is None else getattr(self, n) for n in DEFAULTS
+        }
         return str(v["phase"]), int(v["batch"]), int(v["seq"]), int(v["ctx"]), int(v["tp"])
 
     @property
