@@ -709,14 +709,15 @@ def test_rules_text_lists_every_parameter_the_json_lists(capsys):
     sig = inspect.signature(get_rule("gemm").fn).parameters
     assert "required: M, N, K" in block
     optional = " ".join(block.split("optional: ", 1)[1].split())
+    shown = {False: "false", None: "(derived)"}  # op takes no 'None': a derived default says so
     wanted = ", ".join(
-        f"{k}={'false' if p.default is False else p.default}" for k, p in sig.items() if k not in "MNK"
+        f"{k}={shown.get(p.default, p.default)}" for k, p in sig.items() if k not in "MNK"
     )
-    assert (
-        optional
-        == wanted
-        == "dtype=bf16, w_dtype=None, out_dtype=None, compute_dtype=None, bias=false, tile_m=None, tile_n=None"
+    assert optional == wanted == (
+        "dtype=bf16, w_dtype=(derived), out_dtype=(derived), compute_dtype=(derived), bias=false, "
+        "tile_m=(derived), tile_n=(derived)"
     )
+    assert run(capsys, "op", "gemm", "M=1", "N=1", "K=1", "w_dtype=None")[0] == 2  # why not 'None'
     for name, info in doc.items():  # the JSON: every parameter, required or optional with its default
         assert sorted(info["parameters"]) == sorted([*info["required"], *info["optional"]]), name
     assert doc["gemm"]["optional"]["dtype"] == "bf16" and doc["gemm"]["optional"]["bias"] is False

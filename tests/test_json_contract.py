@@ -250,3 +250,62 @@ def test_hw_compare_json_says_a_vendor_memory_on_stderr(capsys: pytest.CaptureFi
     assert json.loads(out)[1]["capacity_bytes"] == 288e9
     _, err = _run(capsys, "hw", "compare", "h100", "--json")
     assert err == ""  # a driver figure: nothing to say
+
+
+def test_sweep_json_keeps_the_notes_its_text_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """``sweep --predict vllm`` prints the engine's KV-pool note and the coverage lines; its JSON
+    had neither (only an empty frontier's line reached "notes"). Both now: the note's words as the
+    text prints them, and the coverage's seconds as one object."""
+    argv = (
+        "sweep",
+        "llama-3.1-8b",
+        "--device",
+        "h100",
+        "--batches",
+        "1",
+        "--ctxs",
+        "1024",
+        "--predict",
+        "vllm",
+    )
+    text, _ = _run(capsys, *argv)
+    doc = _json(capsys, "--json", *argv)
+    pool = next(line.strip()[len("note: ") :] for line in text.splitlines() if "KV pool" in line)
+    assert pool in doc["notes"]
+    cov = doc["coverage"]
+    assert cov["measured_s"] > 0 and set(cov) >= {"measured_s", "neighbour_s", "bound_s"}
+
+
+def test_a_search_result_explains_itself_with_the_slos_it_ran_with() -> None:
+    """``SearchResult.verdict()`` called without SLOs (the library's natural call) joined an empty
+    list ('of the 2 points that fit, , none both'): the result keeps the SLOs it was searched with.
+    By hand, Llama-3.1-8B's decode on an H100 at batch 1 reads 16.06 GB at 3.35 TB/s, about 4.8 ms,
+    far above a 0.1 ms TPOT SLO."""
+    from graphs.serving.planning.design_search import search
+
+    r = search("llama-3.1-8b", devices=["h100"], batches=[1, 8], ctxs=[1024], slo_tpot=0.0001)
+    assert r.slo_tpot == 0.0001 and r.slo_ttft is None
+    (line,) = r.verdict()
+    assert line.startswith("no point meets the SLOs: of the 2 points that fit, the lowest TPOT is 0.0045")
+    assert line.endswith("> 0.0001 s (--slo-tpot)")
+    # no SLO given: nothing to explain beyond an empty frontier's other causes
+    assert search("llama-3.1-8b", devices=["h100"], batches=[1], ctxs=[1024]).verdict() == []
+
+
+def test_no_valid_data_parallel_plan_names_dp(capsys: pytest.CaptureFixture[str]) -> None:
+    """``search --dp 4 --batches 1,2``: no batch divides over 4 ranks, and the line blamed only
+    micro-batches (1 here) and stage links (no pipeline here)."""
+    text, _ = _run(
+        capsys,
+        "search",
+        "mixtral-8x7b",
+        "--devices",
+        "h100",
+        "--dp",
+        "4",
+        "--batches",
+        "1,2",
+        "--ctxs",
+        "1024",
+    )
+    assert "no batch is divisible by its micro-batches or, for a data-parallel plan, by its dp" in text

@@ -301,7 +301,10 @@ def cmd_op(args: argparse.Namespace) -> int:
 
 def _default_text(value: Any) -> str:
     """A rule parameter's default as ``op`` takes it on the command line (``bf16``, ``1``,
-    ``false``; ``None``: the rule derives it from the other parameters)."""
+    ``false``), or ``(derived)`` for ``None``: the rule derives it from the other parameters, and
+    ``op`` takes no ``None`` (``w_dtype=None`` is refused as an unknown dtype)."""
+    if value is None:
+        return "(derived)"
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

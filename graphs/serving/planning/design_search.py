@@ -175,6 +175,8 @@ class SearchResult(Result):
     #: the valid point needing the least share of its device's memory, when none fits: ``plan``,
     #: ``batch``, ``ctx``, ``needed_bytes`` (per device) and ``capacity_bytes`` (None: one fits)
     least_need: dict[str, Any] | None = None
+    slo_ttft: float | None = None  #: the TTFT SLO searched with (seconds; None: none)
+    slo_tpot: float | None = None  #: the TPOT SLO searched with (seconds; None: none)
 
     def verdict(self, slo_ttft: float | None = None, slo_tpot: float | None = None) -> list[str]:
         """Why the frontier is empty, in lines (none when it is not): no valid plan, nothing that
@@ -185,7 +187,8 @@ class SearchResult(Result):
         Parameters
         ----------
         slo_ttft, slo_tpot : float or None
-            The SLOs the search ran with (seconds; None: not given).
+            The SLOs to judge by (seconds; None: those the search ran with, :attr:`slo_ttft` and
+            :attr:`slo_tpot`).
 
         Returns
         -------
@@ -193,10 +196,13 @@ class SearchResult(Result):
         """
         if self.frontier:
             return []
+        slo_ttft = self.slo_ttft if slo_ttft is None else slo_ttft
+        slo_tpot = self.slo_tpot if slo_tpot is None else slo_tpot
         if not self.valid:
+            dp = " or, for a data-parallel plan, by its dp" if self.group_note is not None else ""
             return [
-                "no valid plan: no batch is divisible by its micro-batches (or no pipelined plan's device "
-                "has a stage link)"
+                f"no valid plan: no batch is divisible by its micro-batches{dp} (or no pipelined plan's "
+                "device has a stage link)"
             ]
         if not self.fits and self.least_need is not None:
             n = self.least_need
@@ -217,6 +223,8 @@ class SearchResult(Result):
             for name, flag, slo, met, best in given
             if not met and best is not None
         ]
+        if not given:  # no SLO: every point that fits is on some frontier
+            return []
         if not missed:  # each SLO met by some point, never both at once
             missed = [
                 " and ".join(f"{met:,} meet {name} <= {slo:g} s" for name, _, slo, met, _ in given)
@@ -876,6 +884,8 @@ def search(
         predictor=pred.label,
         coverage=None if pred.is_bound else _coverage(plans, merged, pred, spec),
         group_note=_group_note(plans),
+        slo_ttft=slo_ttft,
+        slo_tpot=slo_tpot,
     )
 
 

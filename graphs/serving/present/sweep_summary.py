@@ -67,10 +67,19 @@ class SweepSummary:
         -------
         dict
         """
-        doc = self.result.to_dict()
-        verdict = self.result.verdict()
-        if verdict:  # what the text says under an empty frontier: a program must not lose it
-            doc["notes"] = verdict
+        res, req = self.result, self.request
+        doc = res.to_dict()
+        # every note the text prints, a program must not lose: the sweep's own, the engine's KV
+        # pool with a predictor, and why the frontier is empty (the coverage as its own key)
+        from costmodel.notes import said
+
+        spoken = set(said())  # a note also said on stderr is kept once, as said (common.dump)
+        own = [n for n in res.notes if f"note: {n}" not in spoken]
+        notes = [*own, *((engine_pool_note(str(req.predict)),) if req.predict else ()), *res.verdict()]
+        if notes:
+            doc["notes"] = notes
+        if res.coverage is not None:
+            doc["coverage"] = res.coverage.to_dict()
         if self.expected_errors:
             doc["served_expected_error"] = served_error_dicts(self.expected_errors)
         return doc
