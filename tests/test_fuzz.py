@@ -4,8 +4,10 @@ Every case must end in success or a one-line error within a time limit: never a 
 an internal error, never a hang, never a payload executed, never a file outside the paths given.
 A config.json field the loader reads with a type (a boolean, a whole number in range, a finite
 number) must be refused, naming the field, whenever it holds a value of any other JSON type.
-The budget is small in CI; ``COSTMODEL_FUZZ_EXAMPLES=2000`` runs a large one. Each test prints
-its tally (``pytest -n 0 -s tests/test_fuzz.py``).
+The budget is small in CI; ``COSTMODEL_FUZZ_EXAMPLES=2000`` runs a large one. The cases are the
+same in every run; ``COSTMODEL_HYPOTHESIS=explore`` with ``--hypothesis-seed=N`` draws other ones
+(a seed alone is ignored: the default profile derandomizes). Each test prints its tally
+(``pytest -n 0 -s tests/test_fuzz.py``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ FUZZ = settings(
     max_examples=BUDGET,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
-    derandomize=True,  # the same cases in every CI run; the large budget explores further
+    # derandomize comes from the loaded profile (tests/conftest.py): "deterministic" runs the same
+    # cases in every CI run; COSTMODEL_HYPOTHESIS=explore with --hypothesis-seed=N draws others
 )
 SLOW = {
     "probe",
