@@ -33,6 +33,7 @@ __all__ = [
     "bool_field",
     "int_field",
     "float_field",
+    "choice_field",
     "first_field",
     "INT_MAX",
 ]
@@ -163,6 +164,35 @@ def float_field(
             f"{name}: config field {key!r} must be a finite number in [{lo:g}, {hi:g}], got {_shown(value)}"
         )
     return float(value)
+
+
+def choice_field(
+    cfg: Mapping[str, Any], key: str, name: str, allowed: tuple[str, ...], default: Any = ...
+) -> Any:
+    """``cfg[key]`` as one of the strings ``allowed``; ``default`` when absent or null.
+
+    Parameters
+    ----------
+    cfg, key, name, default : as :func:`bool_field`
+    allowed : the strings the field may hold (exact spelling)
+
+    Returns
+    -------
+    The field's string, or ``default``.
+
+    >>> choice_field({"topk_method": "noaux_tc"}, "topk_method", "m", ("greedy", "noaux_tc"))
+    'noaux_tc'
+    >>> choice_field({"topk_method": 5}, "topk_method", "m", ("greedy", "noaux_tc"))
+    Traceback (most recent call last):
+    ...
+    models.fields.ModelConfigError: m: config field 'topk_method' must be one of greedy, noaux_tc, got 5
+    """
+    stated, value = _given(cfg, key, name, default)
+    if stated and (not isinstance(value, str) or value not in allowed):
+        raise ModelConfigError(
+            f"{name}: config field {key!r} must be one of {', '.join(allowed)}, got {_shown(value)}"
+        )
+    return value
 
 
 def first_field(

@@ -51,7 +51,7 @@ from .config import ModelConfig, ModelConfigError
 from .context import context_limit
 from .families import MODEL_TYPES
 from .fieldlog import layered
-from .fields import GELU_NAMES, bool_field
+from .fields import GELU_NAMES, bool_field, choice_field
 from .fields import int_field as _get
 from .hf_families import (
     FAMILIES,
@@ -81,6 +81,8 @@ SUPPORTED_MODEL_TYPES = (
 #: the DeepSeek-V3 layout under other names (Kimi K2's remote-code config is DeepseekV3Config;
 #: DeepSeek-V3.2's adds the sparse-attention indexer: models.families.deepseek_v32)
 _DEEPSEEK = ("deepseek_v2", "deepseek_v3", "kimi_k2", "deepseek_v32")
+#: the router top-k methods of DeepSeek's modelling code (V2: greedy, group_limited_greedy; V3: noaux_tc)
+_TOPK_METHODS = ("greedy", "gready", "group_limited_greedy", "noaux_tc")
 
 #: GELU's spellings (:data:`models.fields.GELU_NAMES`): a gated MLP with one is GeGLU
 _GELU = GELU_NAMES
@@ -224,7 +226,11 @@ def read_hf_dict(
             common["layer_types"] = tuple(
                 LayerSpec("mla", "moe" if (i >= fk and i % freq == 0) else "dense") for i in range(n)
             )
-        moe_fields(cfg, common, _get, name, router_bias=cfg.get("topk_method") == "noaux_tc")
+        # DeepSeek's remote code: noaux_tc adds a router bias per expert (e_score_correction_bias);
+        # greedy and group_limited_greedy (V2; "gready" is V2's default as spelt in its code) add none.
+        # Any other value (5, true, "noaux-tc") was once read as "no bias", unsaid
+        topk = choice_field(cfg, "topk_method", name, _TOPK_METHODS, None)
+        moe_fields(cfg, common, _get, name, router_bias=topk == "noaux_tc")
         common.update(
             q_lora_rank=_get(cfg, "q_lora_rank", name, None),
             kv_lora_rank=_get(cfg, "kv_lora_rank", name),

@@ -347,3 +347,27 @@ def test_the_plural_dtype_options_refuse_as_the_singular_ones(capsys, command, f
     assert main([command, "llama-3.1-8b", flag, "bf16,bool"]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"costmodel: error: {flag} 'bool': bool is not a format") and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("value", [5, 0, True, ["noaux_tc"], {}, "noaux-tc", "NOAUX_TC"])
+def test_topk_method_is_one_of_deepseeks_names(value):
+    """A fuzz run (seeds 1-3) found ``topk_method: 5`` (or true, a list, a misspelling) read as
+    "not noaux_tc": DeepSeek-V3 lost its router bias, 256 experts x 58 MoE layers = 14,848
+    parameters, unsaid. The field now names its value and the methods DeepSeek's code has."""
+    with pytest.raises(ModelConfigError) as exc:
+        config_from_hf_dict({**_catalog("deepseek-v3"), "topk_method": value}, "ds")
+    msg = str(exc.value)
+    assert "'topk_method' must be one of greedy, gready, group_limited_greedy, noaux_tc" in msg
+    assert f"got {value!r}" in msg
+
+
+def test_topk_method_noaux_tc_adds_one_bias_per_routed_expert():
+    """noaux_tc's e_score_correction_bias: one value per routed expert on each MoE layer (the
+    config's 256 experts on its 61 - 3 dense = 58 MoE layers); greedy has none, and an absent
+    field reads as no bias (V2's configs)."""
+    cfg = _catalog("deepseek-v3")
+    layers = cfg["num_hidden_layers"] - cfg["first_k_dense_replace"]
+    with_bias = param_counts(config_from_hf_dict(cfg, "ds")).total
+    for method in ("greedy", "group_limited_greedy", None):
+        other = config_from_hf_dict({**cfg, "topk_method": method}, "ds")
+        assert with_bias - param_counts(other).total == 256 * layers == 14848

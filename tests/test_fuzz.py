@@ -164,6 +164,10 @@ def command_lines(draw, marker: Path, workdir: Path):
 TALLY: dict[str, dict[str, int]] = {}
 
 
+def _not_json(name: str):
+    raise AssertionError(f"{name} in a --json output: not JSON")
+
+
 def _count(surface: str, outcome: str) -> None:
     TALLY.setdefault(surface, {}).setdefault(outcome, 0)
     TALLY[surface][outcome] += 1
@@ -179,9 +183,11 @@ def test_fuzz_the_command_line(tmp_path, monkeypatch, capsys):
         before = {p for p in tmp_path.rglob("*")}
         with time_limit(LIMIT_S):
             code = main(argv)
-        err = capsys.readouterr().err
+        out, err = capsys.readouterr()
         errors = [ln for ln in err.splitlines() if "error" in ln]
         assert code in (0, 1, 2, 141), (argv, code, err[-500:])
+        if code == 0 and "--json" in argv and out.strip():  # strict JSON: no NaN or Infinity
+            json.loads(out, parse_constant=_not_json)
         assert "Traceback" not in err and "internal error" not in err, (argv, err[-500:])
         assert code != 2 or len(errors) == 1, (argv, err[-500:])
         assert not marker.exists(), f"payload executed by {argv}"
@@ -353,9 +359,26 @@ _MAMBA2 = {
     "expand": 2,
     "vocab_size": 256,
 }
+_DEEPSEEK = json.loads((Path(__file__).parents[1] / "models" / "configs" / "deepseek-v3.json").read_text())
+
+
+def _wrong_choice(allowed: tuple[str, ...]) -> st.SearchStrategy:
+    """JSON values that are not one of the strings ``allowed``: other types, other spellings."""
+    return st.one_of(
+        st.booleans(),
+        st.integers(),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.lists(st.sampled_from(allowed), max_size=2),
+        st.dictionaries(st.text(max_size=3), st.text(max_size=3), max_size=1),
+        st.text(max_size=12).filter(lambda t: t not in allowed),
+        st.sampled_from(allowed).map(str.upper),
+    )
+
+
 #: (base config, where the field sits: None top level or the object's key, field, its wrong values):
 #: every field the config.json boundary reads with a type (models.fields), at least one per reader
 TYPED_CASES = [
+    (_DEEPSEEK, None, "topk_method", _wrong_choice(("greedy", "gready", "group_limited_greedy", "noaux_tc"))),
     *[(_LLAMA, None, f, _wrong_bool()) for f in ("tie_word_embeddings", "attention_bias")],
     *[(_MAMBA2, None, f, _wrong_bool()) for f in ("tie_word_embeddings", "use_conv_bias", "use_bias")],
     *[
