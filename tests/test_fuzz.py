@@ -305,6 +305,65 @@ def hf_configs(draw, marker: Path):
     return base
 
 
+@st.composite
+def catalog_configs(draw, marker: Path):
+    """A shipped config of any family (MLA, MoE, hybrid, SSM ...) with up to three of its fields, or
+    the per-layer pattern fields its family may read, set to random or hostile values."""
+    from tests.test_family_configs_fuzz import _NAMES, PATTERN_FIELDS, resolve_config
+
+    name = draw(st.sampled_from(_NAMES))
+    cfg = resolve_config(name)
+    target = cfg["text_config"] if isinstance(cfg.get("text_config"), dict) else cfg
+    value = st.one_of(
+        st.integers(-3, 300),
+        st.integers(2**31 - 2, 2**40),
+        st.floats(allow_nan=True, allow_infinity=True),
+        hostile(marker),
+        st.none(),
+        st.booleans(),
+        st.lists(st.integers(0, 4), max_size=3),
+        st.lists(
+            st.sampled_from(["full_attention", "sliding_attention", "linear_attention", "mamba", "M", "*"]),
+            max_size=6,
+        ),
+        st.dictionaries(
+            st.sampled_from(["rope_type", "factor", "quant_method", "bits"]),
+            st.one_of(st.integers(-1, 64), st.text(max_size=5), st.floats()),
+            max_size=3,
+        ),
+    )
+    keys = sorted(set(target) | set(PATTERN_FIELDS))
+    for key in draw(st.lists(st.sampled_from(keys), max_size=3, unique=True)):
+        target[key] = draw(value)
+    return cfg
+
+
+def test_fuzz_catalog_configs(tmp_path):
+    """Every family's reader, not only Llama's (``hf_configs``): a hostile edit of a shipped config
+    loads and builds a decode graph of finite, positive FLOPs and bytes, or is refused in one
+    CostModelError."""
+    import math
+
+    from costmodel.graph import graph_total
+    from graphs import build_model
+    from models.resolver import load_hf_config
+
+    marker = tmp_path / "payload-ran"
+
+    def use(path):
+        total = graph_total(build_model(load_hf_config(path), "decode", batch=2, ctx=64))
+        for what, v in (("FLOPs", float(total.flops)), ("bytes", float(total.bytes))):
+            assert math.isfinite(v) and v > 0, (path.read_text()[:300], what, v)
+
+    @FUZZ
+    @given(cfg=catalog_configs(marker))
+    def case(cfg):
+        _file_case(tmp_path / "config.json", cfg, use, "catalog configs", marker)
+
+    case()
+    print("\nfuzz tally:", json.dumps(TALLY["catalog configs"]))
+
+
 def _wrong_bool() -> st.SearchStrategy:
     """Every JSON value that is not true/false (each once read by truthiness)."""
     return st.one_of(
