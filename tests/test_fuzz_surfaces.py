@@ -114,6 +114,33 @@ def simulate_lines(draw, workdir: Path, marker: Path):
     }
     for flag in draw(st.lists(st.sampled_from(sorted(flags)), max_size=4, unique=True)):
         argv += [flag, draw(flags[flag])]
+    # the deployment, the engine and the workload's shape: drawn beside the flags above
+    small = st.one_of(st.integers(-1, 9).map(str), hostile(marker))
+    deployment = {
+        "--device": st.sampled_from(["h100", "b200", "a100", "h200", "l4", "nope"]),
+        "--tp": st.sampled_from(["1", "2", "3", "8", "0"]),
+        "--dp": st.sampled_from(["1", "2", "0"]),
+        "--weight-dtype": st.sampled_from(["bf16", "fp8", "nvfp4", "int4", "bool", "x"]),
+        "--kv-dtype": st.sampled_from(["bf16", "fp8", "fp32", "int8", "x"]),
+        "--engine": st.sampled_from(["vllm", "sglang", "trtllm", "vllm@0.6", "vllm@", "nope", "list"]),
+        "--scheduler-policy": st.sampled_from(["recompute", "guaranteed_no_evict", "x"]),
+        "--gpu-memory-utilization": st.one_of(st.sampled_from(["0.9", "0.01", "1", "1.5", "0"]), value),
+        "--kv-watermark": st.one_of(st.sampled_from(["0", "0.01", "0.5", "1"]), value),
+        "--num-blocks": st.one_of(st.integers(-1, 5000).map(str), hostile(marker)),
+        "--concurrency": small,
+        "--turns": small,
+        "--think-time": value,
+        "--prompt-pool": small,
+        "--router": st.sampled_from(["round_robin", "least_outstanding", "prefix", "x"]),
+        "--spec-draft": st.sampled_from(["tiny", "ngram", "mtp", "llama-3.1-8b", "nope"]),
+        "--spec-k": small,
+        "--spec-accept": st.sampled_from(["0.7", "0", "1", "0.5,0.4", "1.5", "nan", "a"]),
+        "--host-kv-bytes": value,
+        "--price-per-hour": value,
+        "--rates": st.sampled_from(["1,2", "5", "0,1", "1,-1", "1e300", "a"]),
+    }
+    for flag in draw(st.lists(st.sampled_from(sorted(deployment)), max_size=2, unique=True)):
+        argv += [flag, draw(deployment[flag])]
     if "--rate" not in argv and draw(st.booleans()):
         argv += ["--rate", "5"]
     for switch in ("--enable-prefix-caching", "--no-chunked-prefill", "--max-rate"):
@@ -122,10 +149,29 @@ def simulate_lines(draw, workdir: Path, marker: Path):
     return argv
 
 
+def _deployment_ceiling(argv: list[str]) -> float:
+    """:func:`_token_ceiling` of the case's device times its devices (tp x dp x replicas)."""
+    from costmodel import get_device
+    from costmodel.errors import CostModelError
+
+    def given(flag: str, default: str) -> str:
+        return argv[argv.index(flag) + 1] if flag in argv else default
+
+    try:
+        device = given("--device", "h100")
+        get_device(device)
+    except CostModelError:
+        device = "b200"  # refused anyway; the fastest drawn
+    devices = 1
+    for flag in ("--tp", "--dp", "--replicas"):
+        n = given(flag, "1")
+        devices *= int(n) if n.isdigit() and 0 < int(n) < 100 else 1
+    return _token_ceiling("tiny", device, devices)
+
+
 def test_fuzz_simulate_flags(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     marker = tmp_path / "payload-ran"
-    ceiling = _token_ceiling("tiny", "h100")
 
     @FUZZ
     @given(argv=simulate_lines(tmp_path, marker))
@@ -139,7 +185,7 @@ def test_fuzz_simulate_flags(tmp_path, monkeypatch, capsys):
         _check_exit(argv, code, err, "simulate flags")
         assert not marker.exists(), f"payload executed by {argv}"
         if code == 0 and out.strip():
-            _check_answer(argv, json.loads(out), "simulate flags", ceiling)
+            _check_answer(argv, json.loads(out), "simulate flags", _deployment_ceiling(argv))
         new = set(tmp_path.rglob("*")) - before
         assert new <= {tmp_path / "r.csv"}, (argv, new)
 
