@@ -319,3 +319,16 @@ def test_size_takes_the_engine(capsys):
             engine=EngineConfig(),
             profile=get_engine("trtllm"),
         )
+
+
+def test_a_token_budget_below_one_block_is_refused_naming_both_flags(capsys):
+    """``simulate --max-num-batched-tokens 3`` named the setting as the library spells it only;
+    the refusal names the flag, the block it falls below and what to give (vLLM's block: 16)."""
+    from graphs.cli import main
+
+    assert main(["simulate", "tiny", "--max-num-batched-tokens", "3", "--requests", "5"]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "max_num_batched_tokens (--max-num-batched-tokens) 3 is smaller than one KV block "
+        "(block_size, --block-size: 16 tokens): give at least 16" in err
+    )

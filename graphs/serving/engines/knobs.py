@@ -426,8 +426,9 @@ class EngineConfig:
                 raise CostModelError(f"{name} must be a positive whole number, got {v!r}")
         if self.max_num_batched_tokens < self.block_size:
             raise CostModelError(
-                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than one KV block "
-                f"({self.block_size} tokens)"
+                f"max_num_batched_tokens (--max-num-batched-tokens) {self.max_num_batched_tokens} is "
+                f"smaller than one KV block (block_size, --block-size: {self.block_size} tokens): give at "
+                f"least {self.block_size}"
             )
         if not 0 < self.gpu_memory_utilization <= 1:
             raise CostModelError(

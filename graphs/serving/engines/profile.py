@@ -1068,8 +1068,9 @@ def _check(ref: str, values: Mapping[str, Any], given: set[str] | None = None) -
             raise CostModelError(f"engine {ref}: {key} must be a whole number in [{lo:g}, {hi:g}], got {v!r}")
     if values["max_num_batched_tokens"] < values["block_size"]:
         raise CostModelError(
-            f"engine {ref}: max_num_batched_tokens ({values['max_num_batched_tokens']}) is smaller than one "
-            f"KV block ({values['block_size']} tokens)"
+            f"engine {ref}: max_num_batched_tokens (--max-num-batched-tokens) "
+            f"{values['max_num_batched_tokens']} is smaller than one KV block (block_size, --block-size: "
+            f"{values['block_size']} tokens): give at least {values['block_size']}"
         )
     iters, ratio = values["batch_wait_timeout_iters"], values["batch_wait_max_tokens_ratio"]
     if (iters > 0) != (ratio > 0) and (
