@@ -36,8 +36,8 @@ def test_other_defaults_are_its_sources() -> None:
     assert p.enable_chunked_prefill and p.enable_prefix_caching
     # before vllm PR 37307 (full-prompt admission) and PR 44594 (watermark)
     assert (p.reserve_full_prompt, p.kv_watermark) == (False, 0.0)
-    # capture sizes: M = min(2 x 1024, 512, 8192) = 512 -> ... 480, 496, 512
-    assert p.overheads().cudagraph_sizes[-3:] == (480, 496, 512)
+    # 0.11.0's capture sizes: M = min(2 x 1024, 512) = 512, 8 apart to the top -> ... 496, 504, 512
+    assert p.overheads().cudagraph_sizes[-3:] == (496, 504, 512)
     assert p.fitted == () and "vllm@0.11 defaults (assumed, not fitted" in p.basis
     assert get_engine("vllm").version == "1"  # V1's profile stays the default vllm
     # a limit the user gives is kept on every device
@@ -57,7 +57,8 @@ def _mean_batch(engine: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, f
 
 def test_listed_and_runs_more_than_256_sequences(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["simulate", "--engine", "list"]) == 0
-    assert "vllm@0.11: vLLM 0.11 (V1)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "vllm@0.11: vLLM 0.11.0 (V1)" in out and "vllm@0.11.1: vLLM 0.11.1-0.11.2 (V1)" in out
     # 400 clients of 16 + 32 tokens: 400 x 16 = 6,400 prompt tokens fit one 8,192-token iteration;
     # on an H100 (>= 70 GiB) 0.11's 1,024 sequences let all 400 run together, and V1's too (its
     # get_batch_defaults: 1,024; the profile kept 256 until 2026-12-07); a 256 limit caps them
@@ -71,16 +72,26 @@ def test_listed_and_runs_more_than_256_sequences(capsys: pytest.CaptureFixture[s
     assert json.loads(capsys.readouterr().out)["mean_batch"] <= 256
 
 
-def test_capture_sizes_source_flags_0110() -> None:
+def test_capture_sizes_are_0110s_and_0111_on_take_the_two_step_rule() -> None:
     # vLLM 0.11.0's gpt-oss override says raising the capture limit from 512 to 992 takes the
     # graphs "from 67 to 81" (quoted in SemiAnalysisAI/InferenceX issue 117): 67 is 3 + 512 / 8,
-    # the step-8 rule, not the two-step rule vllm PR 26016 brought (51 sizes at 512, 0.11.1 on)
-    from graphs.serving.engines.vllm010 import v010_capture_sizes
+    # the step-8 rule; 81 is the two-step rule vllm PR 26016 brought (0.11.1 on) at 992
+    from graphs.serving.engines import release_profile
 
-    assert len(v010_capture_sizes(1024, 8192)) == 3 + 512 // 8 == 67
     assert 3 + 256 // 8 + (992 - 256) // 16 == 81  # the override's 81: step 8 to 256, 16 to 992
-    p = get_engine("vllm@0.11")
-    assert len(p.overheads().cudagraph_sizes) == 51  # unchanged: the replayed tables hold it
-    src = p.sources["cudagraph_sizes"]
-    assert "likely WRONG for 0.11.0" in src and "67 sizes" in src and "PR 26016" in src
-    assert "WRONG" not in get_engine("vllm@0.12").sources["cudagraph_sizes"]
+    old = get_engine("vllm@0.11").overheads().cudagraph_sizes  # 1,024 sequences, 8,192 tokens
+    assert len(old) == 3 + 512 // 8 == 67 and old[-4:] == (488, 496, 504, 512)
+    assert "67 sizes at M = 512" in get_engine("vllm@0.11").sources["cudagraph_sizes"]
+    # 0.11.1 and 0.11.2 (and 0.12.0): [1, 2, 4] + range(8, 256, 8) + range(256, 513, 16) = 3 + 31 + 17
+    for ref in ("vllm@0.11.1", "vllm@0.12"):
+        new = get_engine(ref).overheads().cudagraph_sizes
+        assert len(new) == 3 + 31 + 17 == 51 and new[-3:] == (480, 496, 512), ref
+        assert "PR 26016, from 0.11.1" in get_engine(ref).sources["cudagraph_sizes"], ref
+    # a decode batch of at most 256 pads the same under both
+    assert [s for s in old if s <= 256] == [s for s in new if s <= 256]
+    # a stated release names its rule: 0.11.0 the step-8 one, 0.11.1 and 0.11.2 the two-step one
+    assert release_profile("vllm", "0.11.0").ref == "vllm@0.11"
+    assert release_profile("vllm", "0.11.1").ref == release_profile("vllm", "0.11.2").ref == "vllm@0.11.1"
+    # every other default is 0.11.0's
+    a, b = get_engine("vllm@0.11").to_dict()["settings"], get_engine("vllm@0.11.1").to_dict()["settings"]
+    assert a == b

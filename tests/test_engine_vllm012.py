@@ -16,10 +16,12 @@ from graphs.serving.engines import get_engine
 def test_scheduler_is_vllm_011s_and_the_cpu_terms_are_fitted() -> None:
     new, old = get_engine("vllm@0.12"), get_engine("vllm@0.11")
     fields = {f.name for f in dataclasses.fields(new)} - {"version", "label", "fitted", "sources", "cpu_fit"}
-    # the same scheduler, pool rule, capture sizes, fused kernels and terms; the attention rule is
-    # read in 0.11.0's source only (graphs/serving/engines/attention_kernels.py)
-    for name in fields - {"moe_kernels", "attention_kernels"}:
+    # the same scheduler, pool rule, fused kernels and terms; the attention rule is read in 0.11.0's
+    # source only (graphs/serving/engines/attention_kernels.py); the capture sizes are vllm PR 26016's
+    # two-step rule, 0.11.1's on (vllm@0.11.1), not 0.11.0's 8 apart to the top
+    for name in fields - {"moe_kernels", "attention_kernels", "cudagraph_sizes"}:
         assert getattr(new, name) == getattr(old, name), name
+    assert new.cudagraph_sizes is get_engine("vllm@0.11.1").cudagraph_sizes is not old.cudagraph_sizes
     # the sampler's profile run (graphs/serving/engines/sampler_memory.py): PyTorch's in both,
     # FlashInfer's opt-in in 0.12.0
     assert (new.sampler, new.sampler_bytes_per_logit) == ("torch", 38.0)
@@ -52,7 +54,8 @@ def test_silicon_runs_of_vllm_0_11_and_0_12_name_their_profile() -> None:
     row = {"backend": "vllm", "backend_version": "0.12.0", "silicon_data_source": "gap-analysis"}
     assert silicon.engine_settings(row) == {"engine_profile": "vllm@0.12"}
     assert silicon.engine_settings({**row, "backend_version": "0.12.1"}) == {"engine_profile": "vllm@0.12"}
-    assert silicon.engine_settings({**row, "backend_version": "0.11.2"}) == {"engine_profile": "vllm@0.11"}
+    assert silicon.engine_settings({**row, "backend_version": "0.11.2"}) == {"engine_profile": "vllm@0.11.1"}
+    assert silicon.engine_settings({**row, "backend_version": "0.11.0"}) == {"engine_profile": "vllm@0.11"}
     # 0.14 to 0.20: vllm@1 without the CUDA-graph estimate (vllm@0.20, one of its releases)
     for ver in ("0.14.0", "0.19.0"):
         assert silicon.engine_settings({**row, "backend_version": ver}) == {"engine_profile": "vllm@0.20"}, (
@@ -67,7 +70,7 @@ def test_silicon_runs_of_vllm_0_11_and_0_12_name_their_profile() -> None:
         "engine_prefix_caching": "false"
     }
     assert silicon.engine_settings({**row, "backend_version": "0.11.2", "silicon_data_source": ix}) == {
-        "engine_profile": "vllm@0.11",
+        "engine_profile": "vllm@0.11.1",
         "engine_prefix_caching": "false",
     }
     # the row's profile prices its CPU terms too (one engine per row)
@@ -113,7 +116,8 @@ def test_a_release_names_the_profile_that_describes_it() -> None:
 
     # the longest registered version that is a release prefix (0.5.1 before 0.5; 0.12 not 0.120)
     assert release_profile("vllm", "0.12.0").ref == "vllm@0.12"
-    assert release_profile("vllm", "0.11.2").ref == "vllm@0.11"
+    assert release_profile("vllm", "0.11.2").ref == "vllm@0.11.1"  # its releases (vllm PR 26016)
+    assert release_profile("vllm", "0.11.0").ref == "vllm@0.11"
     assert release_profile("sglang", "0.5.1.post1").ref == "sglang@0.5.1"
     assert release_profile("sglang", "0.5.1-rc0.pre1").ref == "sglang@0.5.1"
     assert release_profile("sglang", "0.5.10.post1").ref == "sglang@0.5"

@@ -73,7 +73,7 @@ from .moe_kernels import VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER,
 from .profile import register_engine
 from .vllm import DRIVER_RESERVED_BYTES, V1_NON_TORCH_BYTES
 from .vllm import PROFILE as V1
-from .vllm011 import vllm011_device_defaults
+from .vllm011 import v010_capture_sizes, vllm011_device_defaults
 from .vllm06 import V0_NON_TORCH_BYTES
 
 __all__ = ["NCCL_BYTES", "PROFILE", "v010_capture_sizes", "v010_memory_reserve"]
@@ -102,32 +102,6 @@ def v010_memory_reserve(tp: int) -> tuple[float, float]:
     [0.16, 1.95, 1.95]
     """
     return float(DRIVER_RESERVED_BYTES), float(V1_NON_TORCH_BYTES + (NCCL_BYTES if tp > 1 else 0))
-
-
-def v010_capture_sizes(max_num_seqs: int = 1024, max_num_batched_tokens: int = 8192) -> tuple[int, ...]:
-    """vLLM 0.10's V1 capture sizes: ``[1, 2, 4] + range(8, M + 1, 8)`` with
-    ``M = min(2 max_num_seqs, 512)``, those no larger than ``max_num_batched_tokens``.
-
-    Parameters
-    ----------
-    max_num_seqs : int
-        Sequences per iteration.
-    max_num_batched_tokens : int
-        Tokens per iteration.
-
-    Returns
-    -------
-    tuple of int
-        Batch sizes (sequences) with a captured CUDA graph, ascending.
-
-    >>> v010_capture_sizes()[-3:], len(v010_capture_sizes())
-    ((496, 504, 512), 67)
-    >>> v010_capture_sizes(64)[-2:], v010_capture_sizes(1)
-    ((120, 128), (1, 2, 4))
-    """
-    m = min(2 * max_num_seqs, 512)
-    sizes = [1, 2, 4, *range(8, m + 1, 8)]
-    return tuple(s for s in sizes if s <= max_num_batched_tokens)
 
 
 _CONFIG = "vllm/config/__init__.py (0.10 series)"

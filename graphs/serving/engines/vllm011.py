@@ -1,4 +1,5 @@
-"""vLLM 0.11 (the V1 engine, ``vllm serve``), priced by the corpus's ``vllm`` kernels: ``vllm@0.11``.
+"""vLLM 0.11.0 (the V1 engine, ``vllm serve``), priced by the corpus's ``vllm`` kernels: ``vllm@0.11``
+(0.11.1 and 0.11.2, whose CUDA-graph capture sizes differ: ``vllm@0.11.1``, :mod:`.vllm0111`).
 
 The same V1 engine core as :mod:`.vllm` (``vllm@1``), at the release whose batch defaults follow
 the GPU: on a GPU of at least 70 GiB whose name does not contain "a100" it runs up to 1,024
@@ -16,19 +17,20 @@ the series whose ``AsyncEngineArgs.disable_log_requests`` "will be removed in v0
 * chunked prefill and prefix caching on: the same function ("V1 uses chunked prefills and prefix
   caching by default for non-pooling tasks"; prefix caching off for hybrid models, which
   ``--no-enable-prefix-caching`` gives);
-* ``block_size`` 16, ``gpu_memory_utilization`` 0.9 of the device, ``recompute`` preemption, the
-  CUDA-graph capture sizes (``[1, 2, 4] + range(8, 256, 8) + range(256, M + 1, 16)``,
-  ``M = min(2 max_num_seqs, 512)``: 512 at 1,024 sequences) and the fused small kernels: V1's, as
-  :mod:`.vllm` cites them. The capture sizes are those of 0.11.1 and 0.11.2 (and of the commit
-  above), likely WRONG for 0.11.0: the two-step rule (16 apart from 256) came with
-  https://github.com/vllm-project/vllm/pull/26016 (opened 2025-10-01, which also removed
-  ``SchedulerConfig.cuda_graph_sizes``), while 0.11.0 still read ``cuda_graph_sizes``
-  (``[min(2 max_num_seqs, 512)]``) and captured ``[1, 2, 4] + range(8, M + 1, 8)``, 67 sizes at
-  ``M`` = 512 (its gpt-oss override's comment, "This will increase the number of CUDA graphs from 67
-  to 81", quoted from vLLM 0.11.0 in SemiAnalysisAI/InferenceX issue 117; vllm-ascend's v0.11.0
-  PR 4205: "[1, 2, 4, 8, 16, 24, ..., max_capture_size]"), the rule :func:`.vllm010.v010_capture_sizes`
-  states. Not changed here: the published vLLM 0.11.0 rows replay on this profile (a decode batch
-  of more than 256 sequences pads differently), so the switch is left to a refit of those tables;
+* ``block_size`` 16, ``gpu_memory_utilization`` 0.9 of the device, ``recompute`` preemption and
+  the fused small kernels: V1's, as :mod:`.vllm` cites them;
+* the CUDA-graph capture sizes, 0.11.0's: ``[1, 2, 4] + range(8, M + 1, 8)`` with ``M =
+  min(2 max_num_seqs, 512)`` (512 at 1,024 sequences: 67 sizes), those up to
+  ``max_num_batched_tokens`` (:func:`v010_capture_sizes`, 0.10's rule): 0.11.0 still read
+  ``SchedulerConfig.cuda_graph_sizes`` (``[min(2 max_num_seqs, 512)]``), as its gpt-oss override's
+  comment counts ("This will increase the number of CUDA graphs from 67 to 81", quoted from vLLM
+  0.11.0 in SemiAnalysisAI/InferenceX issue 117: 67 = 3 + 512 / 8) and vllm-ascend's v0.11.0
+  PR 4205 lists ("[1, 2, 4, 8, 16, 24, ..., max_capture_size]"). The two-step rule
+  (``[1, 2, 4] + range(8, 256, 8) + range(256, M + 1, 16)``, 51 sizes at 512, read at the commit
+  above) came with https://github.com/vllm-project/vllm/pull/26016 (opened 2025-10-01, after
+  0.11.0's branch; it also removed ``cuda_graph_sizes``), in 0.11.1 on: ``vllm@0.11.1``
+  (:mod:`.vllm0111`, 0.11.1 and 0.11.2) and ``vllm@0.12`` take it. A decode batch of at most 256
+  sequences pads the same under both rules;
 * the KV pool's memory terms, V1's (:func:`.vllm.v1_memory_reserve`): ``gpu_memory_utilization``
   of ``mem_get_info``'s total, less weights, activations and a non-torch increase that does not
   grow with ``tp`` (NCCL set up before the start-up snapshot: vllm PR 25359, merged 2025-09-22;
@@ -76,12 +78,11 @@ from .vllm import (
     SYNC_CPU_TERMS,
     TOKENISE,
     v1_memory_reserve,
-    vllm_capture_sizes,
     vllm_device_defaults,
 )
 from .vllm import PROFILE as V1
 
-__all__ = ["PROFILE", "vllm011_device_defaults"]
+__all__ = ["CAPTURE_0110", "PROFILE", "v010_capture_sizes", "vllm011_device_defaults"]
 
 
 def vllm011_device_defaults(
@@ -120,6 +121,36 @@ def vllm011_device_defaults(
     return vllm_device_defaults(capacity_bytes, device_name, tp, dp, budget)
 
 
+def v010_capture_sizes(max_num_seqs: int = 1024, max_num_batched_tokens: int = 8192) -> tuple[int, ...]:
+    """vLLM 0.10's and 0.11.0's V1 capture sizes: ``[1, 2, 4] + range(8, M + 1, 8)`` with
+    ``M = min(2 max_num_seqs, 512)``, those no larger than ``max_num_batched_tokens``
+    (``VllmConfig._set_cudagraph_sizes`` reading ``SchedulerConfig.cuda_graph_sizes``, until
+    https://github.com/vllm-project/vllm/pull/26016 brought the two-step rule of 0.11.1 on:
+    :func:`.vllm.vllm_capture_sizes`). Defined here, beside the 0.11.0 profile, and imported by
+    :mod:`.vllm010` (which takes 0.11's batch limits from this module).
+
+    Parameters
+    ----------
+    max_num_seqs : int
+        Sequences per iteration.
+    max_num_batched_tokens : int
+        Tokens per iteration.
+
+    Returns
+    -------
+    tuple of int
+        Batch sizes (sequences) with a captured CUDA graph, ascending.
+
+    >>> v010_capture_sizes()[-3:], len(v010_capture_sizes())
+    ((496, 504, 512), 67)
+    >>> v010_capture_sizes(64)[-2:], v010_capture_sizes(1)
+    ((120, 128), (1, 2, 4))
+    """
+    m = min(2 * max_num_seqs, 512)
+    sizes = [1, 2, 4, *range(8, m + 1, 8)]
+    return tuple(s for s in sizes if s <= max_num_batched_tokens)
+
+
 _ARGS = "vllm/engine/arg_utils.py EngineArgs._set_default_args (vllm 0.11, commit 99d7eb5)"
 _STAND_IN = "ASSUMED: vllm@1's value stands in (same V1 engine core; costmodel calibrate serving fits it)"
 _SYNC_STAND_IN = (
@@ -127,11 +158,19 @@ _SYNC_STAND_IN = (
     "benchmarks/sync_overhead_fit.py)"
 )
 
+#: 0.11.0's capture sizes' source (module doc); ``vllm@0.11.1`` and later take the two-step rule
+CAPTURE_0110 = (
+    "vllm/config/__init__.py VllmConfig._set_cudagraph_sizes (0.11.0): [1, 2, 4] + range(8, M + 1, 8), "
+    "M = SchedulerConfig.cuda_graph_sizes = min(2 max_num_seqs, 512), those <= max_num_batched_tokens: "
+    "67 sizes at M = 512 (0.11.0's gpt-oss comment 'from 67 to 81', InferenceX issue 117; vllm-ascend PR 4205 "
+    "for v0.11.0); the two-step rule of vllm PR 26016 is 0.11.1's on (vllm@0.11.1)"
+)
+
 PROFILE = register_engine(
     EngineProfile(
         name="vllm",
         version="0.11",
-        label="vLLM 0.11 (V1), vllm serve, up to 1,024 sequences on a GPU of >= 70 GiB",
+        label="vLLM 0.11.0 (V1), vllm serve, up to 1,024 sequences on a GPU of >= 70 GiB",
         framework="vllm",
         max_num_batched_tokens=8192,
         max_num_seqs=1024,
@@ -146,7 +185,7 @@ PROFILE = register_engine(
         kv_fraction=0.9,
         memory_reserve=v1_memory_reserve,
         sampler="torch",
-        cudagraph_sizes=vllm_capture_sizes,
+        cudagraph_sizes=v010_capture_sizes,  # 0.11.0's step-8 rule (module doc)
         small_kernels=FUSED_SMALL_KERNELS,
         moe_kernels=(VLLM_MXFP4_MARLIN_HOPPER, VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120),
         attention_kernels=(VLLM_SINKS_TRITON,),
@@ -173,11 +212,7 @@ PROFILE = register_engine(
             "memory_reserve": MEMORY_RESERVE_SOURCE + " (ASSUMED in 0.11; no CUDA-graph estimate then)",
             "sampler": "a PyPI install: flashinfer is an extra of the 0.11.0 wheel, so the PyTorch sampler runs "
             "(vllm/v1/sample/ops/topk_topp_sampler.py; --sampler flashinfer where it is installed)",
-            "cudagraph_sizes": V1.sources["cudagraph_sizes"]
-            + " (vllm PR 26016: 0.11.1 on; likely WRONG for 0.11.0, "
-            "which captured [1, 2, 4] + range(8, M + 1, 8), 67 sizes at M = 512: "
-            "its gpt-oss comment 'from 67 to 81', "
-            "InferenceX issue 117)",
+            "cudagraph_sizes": CAPTURE_0110,
             "small_kernels": V1.sources["small_kernels"],
             "iteration_s": _SYNC_STAND_IN,
             "per_seq_s": _SYNC_STAND_IN,

@@ -11,8 +11,10 @@ without the flag therefore runs each iteration's CPU work (scheduling, input pre
 sampled tokens' return and the output update) between the GPU's steps, where ``vllm@1`` hides it.
 
 So this profile is ``vllm@0.11``'s (:mod:`.vllm011`: the same V1 engine core, batch defaults by
-GPU, KV pool rule, capture sizes and fused kernels; ASSUMED unchanged in 0.12, whose commit the
-search corpus does not hold) with CPU terms of its own:
+GPU, KV pool rule and fused kernels; ASSUMED unchanged in 0.12, whose commit the
+search corpus does not hold) with the CUDA-graph capture sizes of 0.11.1 on (vllm PR 26016's
+two-step rule, :func:`.vllm.vllm_capture_sizes`, as ``vllm@0.11.1``; 0.11.0 captured 8 apart to
+the top) and CPU terms of its own:
 
 * ``iteration_s`` and ``per_seq_s`` (``a + b n`` per iteration of ``n`` sequences, added to the
   GPU's step: :meth:`~.knobs.EngineOverheads.cpu_s`): FITTED by ``benchmarks/sync_overhead_fit.py``
@@ -53,7 +55,7 @@ from .attention_kernels import VLLM_SINKS_TRITON_012
 from .moe_kernels import VLLM_MXFP4_MARLIN_PRE_HOPPER, VLLM_MXFP4_MARLIN_SM120
 from .profile import register_engine
 from .vllm import PROFILE as V1
-from .vllm import SYNC_CPU_TERMS, SYNC_FIT
+from .vllm import SYNC_CPU_TERMS, SYNC_FIT, vllm_capture_sizes
 from .vllm011 import PROFILE as V011
 
 __all__ = ["PROFILE"]
@@ -70,6 +72,7 @@ PROFILE = register_engine(
             VLLM_MXFP4_MARLIN_SM120,
         ),  # triton_kernels vendored (vllm PR 28788): Hopper's own
         attention_kernels=(VLLM_SINKS_TRITON_012,),  # 0.11.0's rule, ASSUMED
+        cudagraph_sizes=vllm_capture_sizes,  # vllm PR 26016's two-step rule, 0.11.1 on (not 0.11.0's)
         sampler="torch",  # 0.11.0's rule, read in the 0.12.0 sdist too (FlashInfer's sampler opt-in)
         fitted=("iteration_s", "per_seq_s"),
         cpu_fit=SYNC_FIT,
