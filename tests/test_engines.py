@@ -30,24 +30,32 @@ def test_trtllm_defaults_are_its_sources():
     b = get_engine("trtllm-bench")  # throughput.py: --enable_chunked_context default True
     assert b.enable_chunked_prefill is True and b.framework == "trtllm"
     assert (
-        dataclasses.replace(b, name="trtllm", enable_chunked_prefill=False, label=t.label, sources=t.sources)
+        dataclasses.replace(
+            b,
+            name="trtllm",
+            enable_chunked_prefill=False,
+            enable_prefix_caching=True,  # trtllm-serve's block reuse, on by default (below)
+            label=t.label,
+            sources=t.sources,
+        )
         == t
     )
     # RoPE and the KV append run inside thop.attention: only norms, activations, the gather
     assert set(t.small_kernels) == {Role.NORM, Role.ACTIVATION, Role.EMBEDDING}
 
 
-def test_trtllm_serve_prefix_caching_source_states_the_engine_default():
+def test_trtllm_serve_prefix_caching_is_the_engine_default():
     # TensorRT-LLM's llm_args.py: KvCacheConfig.enable_block_reuse = Field(default=True); serve.py's
     # get_llm_args builds KvCacheConfig(free_gpu_memory_fraction=...) only, so trtllm-serve reuses
-    # blocks by default; the profile keeps its assumed off and its source says it departs from that
+    # blocks by default, and the profile does
     t = get_engine("trtllm")
     src = t.sources["enable_prefix_caching"]
-    assert t.enable_prefix_caching is False
-    assert "default is ON" in src and "enable_block_reuse default True" in src
-    # trtllm-bench and Triton's backend do not inherit trtllm-serve's wording
-    assert "trtllm-serve" not in get_engine("trtllm-bench").sources["enable_prefix_caching"]
-    assert "trtllm-serve" not in get_engine("triton-trtllm").sources["enable_prefix_caching"]
+    assert t.enable_prefix_caching is True
+    assert "enable_block_reuse default True" in src and "reuses KV blocks by default" in src
+    # trtllm-bench and Triton's backend keep their own (off, assumed), not trtllm-serve's
+    for ref in ("trtllm-bench", "triton-trtllm"):
+        assert get_engine(ref).enable_prefix_caching is False, ref
+        assert "trtllm-serve" not in get_engine(ref).sources["enable_prefix_caching"], ref
     # llm_args.py of the 1.x releases: CudaGraphConfig.enable_padding = Field(default=False)
     assert (
         t.cudagraph_sizes is None and "CudaGraphConfig.enable_padding False" in t.sources["cudagraph_sizes"]

@@ -264,7 +264,7 @@ def add_simulate_parser(sub: Any) -> None:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="keep full KV blocks cached for reuse (a shared prompt prefix; a preempted request's own), "
-        "or (--no-enable-prefix-caching) not (default: the engine's: on for vLLM V1)",
+        "or (--no-enable-prefix-caching) not (default: the engine's: on for vLLM V1 and trtllm-serve)",
     )
     sp.add_argument(
         "--shared-prefix", type=int, default=0, help="tokens every drawn prompt starts with (a system prompt)"

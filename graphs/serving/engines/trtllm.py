@@ -26,11 +26,14 @@ Sources of every default:
   batches are rounded up to the nearest cuda_graph_batch_size", ``tensorrt_llm/llmapi/llm_args.py``
   of the 1.x releases; ``DecodeCudaGraphConfig`` in later ones:
   https://nvidia.github.io/TensorRT-LLM/llm-api/reference/DecodeCudaGraphConfig.html).
-* prefix caching off: ASSUMED, as before profiles, and NOT ``trtllm-serve``'s default:
-  ``KvCacheConfig.enable_block_reuse`` defaults to True (``llm_args.py``) and ``serve.py``'s
-  ``get_llm_args`` builds ``KvCacheConfig(free_gpu_memory_fraction=...)`` without touching it, so a
-  default server reuses KV blocks across requests; ``--enable-prefix-caching`` describes it
-  (:data:`SERVE_BLOCK_REUSE`, the profile's source).
+* prefix caching: ``trtllm-serve``'s default, ON: ``KvCacheConfig.enable_block_reuse`` defaults to
+  True (``tensorrt_llm/llmapi/llm_args.py``) and ``serve.py``'s ``get_llm_args`` builds
+  ``KvCacheConfig(free_gpu_memory_fraction=...)`` without touching it, so a default server reuses
+  KV blocks across requests (:data:`SERVE_BLOCK_REUSE`, the profile's source;
+  ``--no-enable-prefix-caching`` for a server given ``enable_block_reuse: false``). Its lookup costs
+  nothing here (``prefix_lookup_per_token_s`` 0, below), so a replay without shared prefixes runs
+  as with it off. ``trtllm-bench`` and Triton's backend keep it off (ASSUMED, as before
+  profiles: their runs' settings are not read here).
 * small kernels: RoPE and the KV append run inside its attention op (``thop.attention`` takes the
   fused QKV, the rotary settings and the cache's block offsets:
   ``tensorrt_llm/_torch/attention_backend/trtllm.py``), the residual add inside the norm
@@ -98,11 +101,11 @@ _SOURCES = {
     "frontend_token_s": "NOT IDENTIFIED, 0: benchmarks/frontend_fit.py (docs/frontend_fit.md) bounds it by 78 us/token on the calibration rows (TP 4 only at the bound); no source publishes trtllm-serve's ceiling",
 }
 
-#: ``trtllm-serve``'s prefix caching: the engine's default is on, the profile's off (module doc)
+#: ``trtllm-serve``'s prefix caching: the engine's default, on (module doc)
 SERVE_BLOCK_REUSE = (
-    "ASSUMED off, as before profiles, where trtllm-serve's default is ON: llm_args.py "
-    "KvCacheConfig.enable_block_reuse default True, and commands/serve.py get_llm_args builds "
-    "KvCacheConfig(free_gpu_memory_fraction=...) only; give --enable-prefix-caching"
+    "tensorrt_llm/llmapi/llm_args.py KvCacheConfig.enable_block_reuse default True, and "
+    "tensorrt_llm/commands/serve.py get_llm_args builds KvCacheConfig(free_gpu_memory_fraction=...) only: "
+    "trtllm-serve reuses KV blocks by default; give --no-enable-prefix-caching for enable_block_reuse: false"
 )
 
 PROFILE = register_engine(
@@ -118,6 +121,7 @@ PROFILE = register_engine(
         policy="guaranteed_no_evict",
         kv_rule="free",
         kv_fraction=0.90,
+        enable_prefix_caching=True,  # trtllm-serve's default: SERVE_BLOCK_REUSE
         cudagraph_sizes=None,
         small_kernels={Role.NORM: "each", Role.ACTIVATION: "each", Role.EMBEDDING: "each"},
         cpu_terms={
@@ -142,6 +146,7 @@ BENCH = register_engine(
         name="trtllm-bench",
         label="TensorRT-LLM trtllm-bench throughput",
         enable_chunked_prefill=True,
+        enable_prefix_caching=False,  # ASSUMED off, as before profiles (_SOURCES), not trtllm-serve's on
         sources={
             **_SOURCES,
             "enable_chunked_prefill": "tensorrt_llm/bench/benchmark/throughput.py: --enable_chunked_context default True",
