@@ -78,7 +78,9 @@ def test_capture_sizes_are_0110s_and_0111_on_take_the_two_step_rule() -> None:
     # the step-8 rule; 81 is the two-step rule vllm PR 26016 brought (0.11.1 on) at 992
     from graphs.serving.engines import release_profile
 
-    assert 3 + 256 // 8 + (992 - 256) // 16 == 81  # the override's 81: step 8 to 256, 16 to 992
+    # the override's 81 is the two-step rule's count at 992 (3 + 31 + 47), not the step-8 one's
+    assert len([1, 2, 4, *range(8, 256, 8), *range(256, 992 + 1, 16)]) == 81
+    assert len([1, 2, 4, *range(8, 992 + 1, 8)]) == 127
     old = get_engine("vllm@0.11").overheads().cudagraph_sizes  # 1,024 sequences, 8,192 tokens
     assert len(old) == 3 + 512 // 8 == 67 and old[-4:] == (488, 496, 504, 512)
     assert "67 sizes at M = 512" in get_engine("vllm@0.11").sources["cudagraph_sizes"]
