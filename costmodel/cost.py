@@ -330,7 +330,9 @@ class Cost:
         return self.intensity_at(DEFAULT_LEVEL)
 
     def to_dict(self, numeric: bool = False) -> dict[str, Any]:
-        """Plain data for JSON: strings of expressions, or floats if ``numeric``."""
+        """Plain data for JSON: strings of expressions, or floats if ``numeric``; each key names
+        its unit (``flops``, ``bytes_read``, ``bytes_written``, ``footprint_bytes``,
+        ``comm_bytes``), or is a count (``comm_steps``, ``kernels``)."""
 
         def v(e: sympy.Expr) -> Any:
             return as_float(e) if numeric else str(e)
@@ -339,7 +341,7 @@ class Cost:
             "flops": {f"{u}:{p}": v(e) for (u, p), e in self.flop_terms.items()},
             "bytes_read": {k: v(e) for k, e in self.read_terms.items()},
             "bytes_written": {k: v(e) for k, e in self.write_terms.items()},
-            "footprint": {k: v(e) for k, e in self.footprint_terms.items()},
+            "footprint_bytes": {k: v(e) for k, e in self.footprint_terms.items()},
             "comm_bytes": {k: v(e) for k, e in self.comm_terms.items()},
             "comm_steps": {k: v(e) for k, e in self.comm_step_terms.items()},
             "kernels": v(self.kernels),

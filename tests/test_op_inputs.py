@@ -158,7 +158,7 @@ def test_a_substituted_roof_is_said_once(capsys):
     assert "vector roof" not in out  # a GEMM has no vector FLOPs: that note is not this op's
     assert main([*argv, "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert any(note in n for n in data["roof_notes"])
+    assert any(note in n for n in data["notes"])
     # its sensitivity is to the roof that bounds it (it was an error: no bf16 roof)
     assert data["sensitivities"]["tensor"]["elasticity"] == -1
     assert main(["op", "gemm", "M=4096", "N=4096", "K=4096"]) == 0
@@ -244,3 +244,37 @@ def test_an_impossible_shape_is_refused_by_its_rule(capsys, argv, fragment):
 )
 def test_possible_and_symbolic_shapes_still_price(capsys, argv):
     assert main(["op", *argv]) == 0, capsys.readouterr().err
+
+
+def test_op_json_carries_the_texts_notes_under_notes(capsys):
+    """``op --json`` carried an assumed out_dtype under ``"note"`` (a string) and the device's
+    roof substitutions under ``"roof_notes"``, each only when said, where ``decode --json`` and
+    ``simulate --json`` carry every note as one ``"notes"`` list. It is now ``"notes"``: the
+    text's ``note:`` lines, in the text's order, and ``[]`` when the text says none."""
+    argv = ["op", "gemm", "M=4096", "N=4096", "K=4096", "dtype=fp8", "--device", "rubin"]
+    code, out, _ = run(capsys, *argv)
+    said = [line.strip()[len("note: ") :] for line in out.splitlines() if line.strip().startswith("note: ")]
+    assert code == 0 and len(said) >= 2 and said[0].startswith("out_dtype=bf16 assumed")
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["notes"] == said and "note" not in doc and "roof_notes" not in doc
+    assert main(["op", "gemm", "M=4096", "N=4096", "K=4096", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == []  # as decode --json on an h100
+
+
+def test_op_json_keys_name_their_units(capsys):
+    """``op --json``'s ``cost.footprint`` (bytes) and each sensitivity's ``dT_dresource`` (seconds
+    per FLOP/s of a unit's roof, per byte/s of a memory level's) said no unit. Hand values for
+    gemm 4096^3 bf16 on an H100: F = 2 * 4096^3 FLOP, dT/dP = -F / P^2 at the catalog's bf16 peak."""
+    from costmodel.hardware import get_device
+
+    assert main(["op", "gemm", "M=4096", "N=4096", "K=4096", "--device", "h100", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert "footprint_bytes" in doc["cost"] and "footprint" not in doc["cost"]
+    peak = get_device("h100").require_peak("tensor", "bf16")
+    tensor, dram = doc["sensitivities"]["tensor"], doc["sensitivities"]["dram"]
+    assert tensor["resource_unit"] == "FLOP/s" and dram["resource_unit"] == "bytes/s"
+    assert tensor["dT_dresource_s_per_resource_unit"] == pytest.approx(
+        -2 * 4096**3 / float(peak) ** 2, rel=1e-12
+    )
+    assert tensor["elasticity"] == -1 and "dT_dresource" not in tensor

@@ -234,6 +234,7 @@ def cmd_op(args: argparse.Namespace) -> int:
     from costmodel.cost import as_float
     from costmodel.hardware import get_device
     from costmodel.hardware.fallback import roof_notes
+    from costmodel.keys import Unit
     from costmodel.roofline import bound, sensitivities
     from costmodel.rules import get_rule, op_cost
     from costmodel.text import fmt_num
@@ -258,13 +259,20 @@ def cmd_op(args: argparse.Namespace) -> int:
             "bound": b.to_dict(),
         }
         if numeric:
+            # dT/dR's unit is the resource's: seconds per FLOP/s of a unit's roof, per byte/s of a
+            # memory level's or a link's (the key said neither)
+            units = {u.value for u in Unit}
             out["sensitivities"] = {
-                k: {kk: as_float(vv) for kk, vv in v.items()} for k, v in sensitivities(cost, hw).items()
+                k: {
+                    "dT_dresource_s_per_resource_unit": as_float(v["dT_dresource"]),
+                    "resource_unit": "FLOP/s" if k in units else "bytes/s",
+                    "elasticity": as_float(v["elasticity"]),
+                }
+                for k, v in sensitivities(cost, hw).items()
             }
-        if note:
-            out["note"] = note
-        if notes[bool(note) :]:
-            out["roof_notes"] = notes[bool(note) :]
+        # every note the text prints, in its order, as decode's and simulate's JSON carry theirs
+        # (were "note", a string, and "roof_notes", a list, each only when said)
+        out["notes"] = notes
         print(dump(out))
         return 0
     print(f"{args.rule}({', '.join(f'{k}={v}' for k, v in params.items())}) on {hw.name}")
