@@ -35,7 +35,7 @@ _DASK = ["--scheduler", "dask", "--workers", "2"]
 
 def _answer(job: str, out: str) -> object:
     doc = json.loads(out)
-    return doc["rate"] if job == "max-rate" else doc
+    return doc["max_rate_requests_per_s"] if job == "max-rate" else doc
 
 
 def main() -> None:

@@ -56,7 +56,7 @@ def test_simulate_compares_the_bound_with_a_measured_run(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)["comparison"]
     assert [c["name"] for c in doc["columns"]] == ["bound", "measured (run.csv)"]
     # the measured TTFT mean: 0.02 + 0.001 * mean(0..19) = 0.0295 s
-    assert doc["columns"][1]["values"]["TTFT mean"] == pytest.approx(0.0295)
+    assert doc["columns"][1]["values"]["TTFT mean s"] == pytest.approx(0.0295)
     assert set(doc["errors"]) == {"bound"}
 
 

@@ -94,8 +94,8 @@ def test_max_rate_prints_the_cost_of_a_run_at_that_rate(capsys):
     argv = ["simulate", M, "--device", "h100", "--requests", "150", "--prompt", LOAD["prompt"]]
     argv += ["--output", LOAD["output"], "--seed", "3", "--price-per-hour", str(PRICE), "--quiet"]
     m = _json(capsys, [*argv, "--max-rate", "--slo-ttft", "0.5", "--slo-tpot", "0.015"])
-    assert m["rate"] is not None and m["cost"] is not None
-    at = _json(capsys, [*argv, "--rate", repr(m["rate"])])
+    assert m["max_rate_requests_per_s"] is not None and m["cost"] is not None
+    at = _json(capsys, [*argv, "--rate", repr(m["max_rate_requests_per_s"])])
     for key in ("usd_per_m_input", "usd_per_m_output", "usd_per_m_tokens"):
         assert m["cost"][key] == pytest.approx(at["cost"][key], rel=1e-6)
     # the hand computation on the served rates the run reports with its cost

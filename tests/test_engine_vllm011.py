@@ -52,7 +52,7 @@ def _mean_batch(engine: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, f
     argv += ["--requests", "400", "--prompt", "fixed:16", "--output", "fixed:32", "--quiet", "--json"]
     assert main(argv) == 0
     doc = json.loads(capsys.readouterr().out)
-    return doc["engine"]["settings"]["max_num_seqs"], doc["mean_batch"]
+    return doc["engine"]["settings"]["max_num_seqs"], doc["mean_batch_sequences"]
 
 
 def test_listed_and_runs_more_than_256_sequences(capsys: pytest.CaptureFixture[str]) -> None:
@@ -69,7 +69,7 @@ def test_listed_and_runs_more_than_256_sequences(capsys: pytest.CaptureFixture[s
     argv = ["simulate", "tiny", "--device", "h100-sxm", "--engine", "vllm@1", "--max-num-seqs", "256"]
     argv += ["--concurrency", "400", "--requests", "400", "--prompt", "fixed:16", "--output", "fixed:32"]
     assert main([*argv, "--quiet", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["mean_batch"] <= 256
+    assert json.loads(capsys.readouterr().out)["mean_batch_sequences"] <= 256
 
 
 def test_capture_sizes_are_0110s_and_0111_on_take_the_two_step_rule() -> None:

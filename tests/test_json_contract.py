@@ -73,19 +73,22 @@ def test_max_rate_json_says_why_it_found_no_rate(capsys: pytest.CaptureFixture[s
     tight = ("simulate", "tiny", "--max-rate", "--slo-ttft", "1e-6", "--slo-tpot", "0.05", "--requests", "50")
     text, _ = _run(capsys, *tight, "--quiet", code=1)
     doc = _json(capsys, *tight, "--quiet", code=1)
-    assert doc["rate"] is None and doc["saturated"] is True
+    assert doc["max_rate_requests_per_s"] is None and doc["saturated"] is True
     # the head's notes (as one run says them: the next test), then the verdict
     assert doc["notes"][-2:] == [ln.strip() for ln in text.splitlines()[-2:]]
     assert doc["notes"][-2] == "no probed rate meets the SLOs"
-    t, p = doc["alone"]  # the text's numbers, to its four digits
+    t, p = (
+        doc["alone"]["ttft_at_percentile_s"],
+        doc["alone"]["tpot_at_percentile_s"],
+    )  # the text's numbers, to its four digits
     assert f"P99 TTFT {t:.4g} s, TPOT {p:.4g} s" in doc["notes"][-1]
     loose = ("simulate", "tiny", "--max-rate", "--slo-ttft", "1", "--slo-tpot", "0.05", "--requests", "50")
     text, _ = _run(capsys, *loose, "--quiet")
     doc = _json(capsys, *loose, "--quiet")
-    assert doc["rate"] is None and doc["saturated"] is False
+    assert doc["max_rate_requests_per_s"] is None and doc["saturated"] is False
     assert doc["notes"] == [*_text_notes(text), text.splitlines()[-1].strip()]
     assert doc["notes"][-1].startswith("not determined: every probe up to the physical ceiling")
-    assert f"({doc['ceiling_rate']:,.3f} requests/s" in doc["notes"][-1]
+    assert f"({doc['ceiling_requests_per_s']:,.3f} requests/s" in doc["notes"][-1]
 
 
 def test_max_rate_says_the_notes_one_run_says(capsys: pytest.CaptureFixture[str]) -> None:
@@ -215,7 +218,7 @@ def test_the_simulate_csv_leaves_a_tpot_it_has_none_of_empty(
     rows = list(csv.DictReader(out.open()))
     assert len(rows) == 10 and all(r["tpot_s"] == "" and r["output"] == "1" for r in rows)
     assert "nan" not in out.read_text() and all(float(r["ttft_s"]) > 0 for r in rows)
-    assert _json(capsys, *argv)["tpot"]["p50"] is None
+    assert _json(capsys, *argv)["tpot"]["p50_s"] is None
 
 
 def test_serve_plans_json_says_its_notes_on_stderr(capsys: pytest.CaptureFixture[str]) -> None:

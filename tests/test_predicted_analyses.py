@@ -671,7 +671,7 @@ def test_a_predicted_sweep_and_rate_search_print_their_bands_and_expected_errors
     runs = json.loads(capsys.readouterr().out)["rates"]
     table = served_errors()
     for run in runs:
-        tpot = run["tpot"]["mean"]
+        tpot = run["tpot"]["mean_s"]
         share = run["queue_share"] if table.conditioned("TPOT") else None
         band, _ = table.like("TPOT", "vllm", "h100-sxm", False, share)
         assert run["interval"]["TPOT mean s"] == pytest.approx([band.low * tpot, band.high * tpot], rel=1e-9)

@@ -215,9 +215,9 @@ def test_max_rate_a_sweep_and_a_fit_on_a_local_dask_cluster(tmp_path, capsys, on
     argv = ["simulate", "tiny", "--device", "h100", "--max-rate", "--requests", "200", "--slo-ttft", "0.0012"]
     argv += ["--slo-tpot", "0.0003", "--quiet", "--json"]
     assert main([*argv, "--scheduler", "dask", "--workers", "2"]) == 0
-    rate = json.loads(capsys.readouterr().out)["rate"]
+    rate = json.loads(capsys.readouterr().out)["max_rate_requests_per_s"]
     assert main(argv) == 0  # the command in one process
-    rate1 = json.loads(capsys.readouterr().out)["rate"]
+    rate1 = json.loads(capsys.readouterr().out)["max_rate_requests_per_s"]
     assert rate1 == one_process.rate  # the command's engine is max_rate's default for tiny on an H100
     assert abs(rate / rate1 - 1) <= 0.02
     runs, sim = _runs()
@@ -264,7 +264,7 @@ def test_a_sweep_is_one_run_a_rate(sweep_one):
     assert x.to_dict() == alone.to_dict()
     text = sweep_one.to_text()
     assert "3 rate(s), 100 requests each" in text and "20,000" in text and "goodput" in text
-    assert [d["rate"] for d in sweep_one.to_dict()["rates"]] == [1000.0, 20000.0, 60000.0]
+    assert [d["rate_requests_per_s"] for d in sweep_one.to_dict()["rates"]] == [1000.0, 20000.0, 60000.0]
 
 
 def test_a_sweep_on_threads_is_the_one_process_sweep(sweep_one):
@@ -308,7 +308,7 @@ def test_the_command_line_sweep(capsys, tmp_path):
     argv = ["simulate", "tiny", "--device", "h100", "--rates", "1000,60000", "--requests", "50", "--quiet"]
     assert main([*argv, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert [d["rate"] for d in doc["rates"]] == [1000.0, 60000.0]
+    assert [d["rate_requests_per_s"] for d in doc["rates"]] == [1000.0, 60000.0]
     pytest.importorskip("plotly")  # without the html extra --html stops first, naming the extra
     assert main([*argv, "--html", str(tmp_path / "x.html")]) == 2
     assert "--html draws one run's page" in capsys.readouterr().err

@@ -83,7 +83,7 @@ def test_a_replayed_run_beside_the_bound(tmp_path, capsys):
     doc = report.to_dict()
     assert [c["name"] for c in doc["comparison"]["columns"]] == ["bound", "measured (run.csv)"]
     # the measured TTFT mean, from the file: 0.02 + 0.001 * mean(0..19) = 0.0295 s
-    assert doc["comparison"]["columns"][1]["values"]["TTFT mean"] == pytest.approx(0.0295)
+    assert doc["comparison"]["columns"][1]["values"]["TTFT mean s"] == pytest.approx(0.0295)
     # the report's numbers are its run's: 20 requests replayed, one device
     assert report.result.requests == 20 and report.topology.devices == 1
     assert report.to_text().startswith(f"tiny on h100-sxm: 20 requests over {report.result.duration_s:.1f} s")
@@ -272,3 +272,50 @@ def test_a_bound_run_with_overhead_says_the_time_it_adds(capsys):
         "kernels: the bound (every kernel at its roofline) plus the 0.005 s per iteration --overhead-s gives"
         in out
     )
+
+
+def test_the_max_rate_printed_is_a_rate_simulated_that_meets_the_slos(capsys):
+    """``simulate --max-rate`` printed "max rate 53.2 requests/s" for a probe at 53.19502 (the
+    search's log-space midpoint): 53.2 was never simulated, and a ``--rate`` of the number
+    printed is a run of its own, whose P99 may miss the SLO the probe met. Every probe now runs
+    at a short rate (four significant digits), so the number printed is the very rate the probe
+    that met ran at: the JSON's ``max_rate_requests_per_s`` exactly, labelled "meets the SLOs"
+    in the probe list, and a separate ``simulate --rate`` of the printed text meets both P99
+    SLOs (its P99s computed here from its per-request CSV)."""
+    import csv
+    import re
+    import tempfile
+
+    slo_ttft, slo_tpot = 0.5, 0.02
+    argv = [
+        "simulate",
+        "llama-3.1-8b",
+        "--requests",
+        "100",
+        "--slo-ttft",
+        str(slo_ttft),
+        "--slo-tpot",
+        str(slo_tpot),
+    ]
+    assert main([*argv, "--max-rate", "--quiet"]) == 0
+    text = capsys.readouterr().out
+    printed = re.search(r"max rate (\S+) requests/s", text).group(1)
+    assert main([*argv, "--max-rate", "--quiet", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert float(printed) == doc["max_rate_requests_per_s"]  # was 53.2 printed for 53.19502...
+    probe = next(p for p in doc["probes"] if p["rate_requests_per_s"] == float(printed))
+    assert probe["meets_slos"] is True
+    assert re.search(rf"rate +{re.escape(printed)} req/s .* meets the SLOs", text)
+    # the lowest rate that missed is above it, and said so
+    missed = min(p["rate_requests_per_s"] for p in doc["probes"] if not p["meets_slos"])
+    assert missed > float(printed) and f"the lowest that missed above it: {missed:.4g} requests/s" in text
+    with tempfile.TemporaryDirectory() as tmp:
+        path = f"{tmp}/at.csv"
+        assert main([*argv, "--rate", printed, "--quiet", "--csv", path]) == 0
+        capsys.readouterr()
+        rows = list(csv.DictReader(open(path)))
+    ttft = np.array([float(r["ttft_s"]) for r in rows])
+    tpot = np.array([float(r["tpot_s"]) for r in rows if r["tpot_s"]])
+    assert len(rows) == 100
+    assert float(np.percentile(ttft, 99)) <= slo_ttft and float(np.percentile(tpot, 99)) <= slo_tpot
+    assert float(np.percentile(tpot, 99)) == probe["tpot_at_percentile_s"]  # the probe's own run

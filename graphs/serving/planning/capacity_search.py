@@ -28,6 +28,11 @@ and ``hi`` missing, ``hi / lo <= 1 + rel_tol``; where meeting the SLOs is monoto
 both brackets hold the threshold rate, so the two answers agree to ``rel_tol``:
 :math:`|lo_a / lo_b - 1| \le rel\_tol`. ``at_once = 1`` is the bisection, probe for probe.
 
+Every rate probed is a short number (:func:`short_rate`: four significant digits where they fit
+strictly inside the bracket, the ceiling rounded down), so the rate reported is the highest
+probe that met the SLOs, simulated at exactly the rate printed: ``--rate`` of that number
+replays its run (a probe at 53.19502 printed as 53.2 was another run than ``--rate 53.2``).
+
 **The max rate's P10-P90** (``interval``, with a predictor: issue 42's "the max rate under SLOs").
 The served-error table (:mod:`graphs.serving.sim.served_errors`) calibrates the mean TPOT of a
 run like the one at the rate found ``r*``: measured over simulated lies in
@@ -69,7 +74,7 @@ from ..step.mixed import mixed_step
 from ..step.workload import as_workload
 from .executors import map_ordered, received, send_once
 
-__all__ = ["MaxRate", "max_rate", "ceiling_rate"]
+__all__ = ["MaxRate", "max_rate", "ceiling_rate", "short_rate", "rate_text"]
 
 
 @dataclass(frozen=True)
@@ -145,6 +150,65 @@ class MaxRate(Result):
     band_notes: tuple[str, str] = ("", "")
     #: no probed rate met the SLOs: the TTFT and TPOT at the percentile of each request alone (s)
     alone: tuple[float, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The search as plain values (``simulate --max-rate --json``), every key naming its unit:
+        ``max_rate_requests_per_s`` (the highest probe that met the SLOs, simulated at exactly that
+        rate; None: none found) and ``..._per_device``, ``ceiling_requests_per_s``, the SLOs
+        (``slo_ttft_s``, ``slo_tpot_s``) at ``percentile``, each probe in the order run as an
+        object (``rate_requests_per_s`` tried, ``meets_slos``, ``ttft_at_percentile_s``,
+        ``tpot_at_percentile_s``), the run at the rate (``at_rate``), the workload, and with an
+        interval the band (``rate_band``: each end's rate, kernel factor and why it is None) and
+        its probes; ``alone``: each request alone's latencies at the percentile.
+
+        Returns
+        -------
+        dict
+        """
+
+        def meets(t: float, p: float) -> bool:
+            return (self.slo_ttft is None or t <= self.slo_ttft) and (
+                self.slo_tpot is None or p <= self.slo_tpot
+            )
+
+        def at_pct(t: float, p: float) -> dict[str, float]:
+            return {"ttft_at_percentile_s": t, "tpot_at_percentile_s": p}
+
+        band = None
+        if self.rate_band is not None:
+            k_lo, k_hi = self.band_scales if self.band_scales is not None else (None, None)
+            band = {
+                "p10_requests_per_s": self.rate_band[0],
+                "p90_requests_per_s": self.rate_band[1],
+                "p10_kernel_factor": k_hi,  # the slow end gives the P10 rate (module doc)
+                "p90_kernel_factor": k_lo,
+                "p10_note": self.band_notes[0],
+                "p90_note": self.band_notes[1],
+            }
+        return {
+            "max_rate_requests_per_s": self.rate,
+            "max_rate_requests_per_s_per_device": self.rate_per_device,
+            "percentile": self.percentile,
+            "slo_ttft_s": self.slo_ttft,
+            "slo_tpot_s": self.slo_tpot,
+            "probes": [
+                {"rate_requests_per_s": r, "meets_slos": ok, **at_pct(t, p)} for r, ok, t, p in self.probes
+            ],
+            "at_rate": None if self.at_rate is None else self.at_rate.to_dict(),
+            "ceiling_requests_per_s": self.ceiling_rate,
+            "saturated": self.saturated,
+            "requests": self.requests,
+            "seed": self.seed,
+            "prompt": self.prompt,
+            "output": self.output,
+            "arrival": self.arrival,
+            "rate_band": band,
+            "band_probes": [
+                {"kernel_factor": k, "rate_requests_per_s": r, "meets_slos": meets(t, p), **at_pct(t, p)}
+                for k, r, t, p in self.band_probes
+            ],
+            "alone": None if self.alone is None else at_pct(*self.alone),
+        }
 
 
 class _Workload(TypedDict):
@@ -341,6 +405,64 @@ def max_rate(
     )
 
 
+#: the fewest significant digits of a probed rate (:func:`short_rate`)
+RATE_DIGITS = 4
+
+
+def short_rate(
+    x: float, above: float | None = None, below: float | None = None, *, down: bool = False
+) -> float | None:
+    """``x`` to the fewest significant digits, :data:`RATE_DIGITS` at least, that lie strictly
+    between ``above`` and ``below`` (None: no bound), at most ``x`` with ``down``: the rate a
+    probe simulates, so that a rate printed to its digits is the very rate simulated (a probe at
+    53.19502 printed as 53.2 was not the run at 53.2, whose P99 could miss the SLO the probe met).
+    None when no such number is near ``x`` (the bounds a float apart).
+
+    Parameters
+    ----------
+    x : float
+        The rate the search chose (requests/s).
+    above, below : float or None
+        Open bounds the result must lie within.
+    down : bool
+        Never round above ``x`` (a cap: the physical ceiling).
+
+    Returns
+    -------
+    float or None
+        The rate to probe.
+    """
+    for digits in range(RATE_DIGITS, 18):
+        v = float(f"{x:.{digits}g}")
+        if down and v > x:
+            step = 10.0 ** (math.floor(math.log10(v)) - digits + 1)
+            v = float(f"{v - step:.{digits}g}")
+        if v > 0 and (above is None or v > above) and (below is None or v < below) and (not down or v <= x):
+            return v
+    ok = (above is None or x > above) and (below is None or x < below)
+    return x if ok else None
+
+
+def rate_text(x: float) -> str:
+    """A probed rate as text that reads back as the very rate (:func:`short_rate`'s digits: 53.2,
+    0.01563, 1,000 without a group separator: ``1000``).
+
+    Parameters
+    ----------
+    x : float
+        A rate (requests/s).
+
+    Returns
+    -------
+    str
+    """
+    for digits in range(RATE_DIGITS, 18):
+        text = f"{x:.{digits}g}"
+        if float(text) == x:
+            return text
+    return repr(x)
+
+
 #: an end of the band whose search met the SLOs at every rate up to the physical ceiling
 NOT_DETERMINED = "not determined: met at every rate up to the physical ceiling (too few requests to load it)"
 
@@ -357,14 +479,20 @@ def _bracket(
     """The search of the module doc: doublings from ``start`` (at most ``ceiling``) to a miss, or
     halvings to a meet, then k-sections of the bracket to ``rel_tol``, ``width`` rates a round, until
     ``used()`` reaches ``max_probes``. Returns ``(lo, hi)``: the highest rate met and the lowest
-    missed above it (None where none was)."""
+    missed above it (None where none was). Every rate probed is a short number
+    (:func:`short_rate`: four significant digits where they fit), the ceiling rounded down."""
     lo, hi = None, None
-    rate, up = min(start, ceiling), True
+    top = short_rate(ceiling, down=True) or ceiling
+
+    def short(x: float) -> float:
+        return short_rate(x) or x
+
+    rate, up = min(short(start), top), True
     while used() < max_probes:  # bracket: doublings up to the first miss, then halvings to a meet
         chain = [rate]
         while len(chain) < min(width, max_probes - used()):
-            nxt = min(chain[-1] * 2, ceiling) if up else chain[-1] / 2
-            if (up and chain[-1] >= ceiling) or (not up and nxt < RATE_RANGE[0]):
+            nxt = min(short(chain[-1] * 2), top) if up else short(chain[-1] / 2)
+            if (up and chain[-1] >= top) or (not up and nxt < RATE_RANGE[0]):
                 break
             chain.append(nxt)
         for r, ok in zip(chain, meets(chain), strict=True):
@@ -379,20 +507,27 @@ def _bracket(
         if lo is not None and hi is not None:
             break
         if up and lo is not None:  # every one met
-            if chain[-1] >= ceiling:
+            if chain[-1] >= top:
                 break
-            rate = min(chain[-1] * 2, ceiling)
+            rate = min(short(chain[-1] * 2), top)
         else:  # the lowest probed missed: down from it (probes above it, taken with it, are moot)
             assert hi is not None
-            up, rate = False, hi / 2
+            up, rate = False, short(hi / 2)
             if rate < RATE_RANGE[0]:
                 break
     if lo is not None and hi is not None:
         while hi / lo > 1 + rel_tol and used() < max_probes:
             n = min(width, max_probes - used())
-            pts = (
+            raw = (
                 [math.sqrt(lo * hi)] if n == 1 else [lo * (hi / lo) ** (j / (n + 1)) for j in range(1, n + 1)]
             )
+            pts: list[float] = []
+            for r in raw:  # short, rising, strictly inside the bracket
+                p = short_rate(r, pts[-1] if pts else lo, hi)
+                if p is not None:
+                    pts.append(p)
+            if not pts:  # no number between the ends: the bracket is as narrow as it gets
+                break
             for r, ok in zip(pts, meets(pts), strict=True):
                 if not ok:
                     hi = r

@@ -34,7 +34,7 @@ import numpy as np
 from costmodel.errors import CostModelError
 from costmodel.results import Result
 
-__all__ = ["METRICS", "Column", "Comparison", "sim_column", "measured_column", "compare"]
+__all__ = ["METRICS", "Column", "Comparison", "sim_column", "measured_column", "compare", "json_key"]
 
 #: (label, SimResult attribute path, unit) of each compared metric
 METRICS = (
@@ -71,11 +71,34 @@ class Column(Result):
     per_request: dict[str, np.ndarray] = field(default_factory=dict, compare=False, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
+        """The column as plain values, each metric under a key that names its unit (``TTFT mean
+        s``, as the run's ``interval`` names it; ``requests/s`` and ``output tokens/s`` say theirs).
+
+        Returns
+        -------
+        dict
+        """
         return {
             "name": self.name,
-            "values": self.values,
-            "interval": {k: list(v) for k, v in self.interval.items()},
+            "values": {json_key(k): v for k, v in self.values.items()},
+            "interval": {json_key(k): list(v) for k, v in self.interval.items()},
         }
+
+
+def json_key(label: str) -> str:
+    """A :data:`METRICS` label as ``--json`` keys it: with its unit where the label has none
+    (``TTFT mean`` -> ``TTFT mean s``, the label of the same metric in the run's ``interval``).
+
+    Parameters
+    ----------
+    label : str
+        A label of :data:`METRICS`.
+
+    Returns
+    -------
+    str
+    """
+    return _INTERVAL.get(label, label)
 
 
 def _get(obj: Any, path: str) -> float:

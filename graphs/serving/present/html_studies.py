@@ -382,8 +382,10 @@ def simulation_page(
         )
         ceiling = getattr(result, "ceiling_rate", None)
         if result.rate is not None:
+            from ..planning.capacity_search import rate_text  # the rate as simulated, as the text prints it
+
             headline["max rate"] = (
-                f"{result.rate:.4g} requests/s = {result.rate_per_device:.4g} requests/s per device"
+                f"{rate_text(result.rate)} requests/s = {result.rate_per_device:.4g} requests/s per device"
             )
         elif getattr(result, "saturated", True):
             headline["max rate"] = "no probed rate meets the SLOs"

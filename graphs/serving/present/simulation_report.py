@@ -39,7 +39,7 @@ from models.config import ModelConfig
 
 from ..engines import EngineOverheads, EngineProfile
 from ..planning.bench_results import BenchRun, read_results, replay_text
-from ..planning.capacity_search import MaxRate, max_rate
+from ..planning.capacity_search import MaxRate, max_rate, rate_text
 from ..planning.cost import Rates, TokenCost, device_rates, sim_cost
 from ..planning.executors import known_devices, map_ordered
 from ..planning.serving_fit import ServingFit, check_fit_kernel, read_fit
@@ -409,6 +409,9 @@ class SimulationReport:
             "settings": self.settings,
             "engine": self.profile.to_dict(),
             **self.result.to_dict(),
+            # the SLOs goodput and slo_attainment_fraction count against (None: not given)
+            "slo_ttft_s": self.request.slo_ttft,
+            "slo_tpot_s": self.request.slo_tpot,
             "cost": self.cost,
         }
         doc["engine"].update(
@@ -723,6 +726,19 @@ class MaxRateReport:
             )
         return out
 
+    def _found(self) -> str:
+        """How the max rate relates to the probes: the highest that met the SLOs (its number in
+        the list, simulated at exactly that rate) and the lowest that missed above it."""
+        m = self.search
+        assert m.rate is not None
+        met = next(n for n, p in enumerate(m.probes, 1) if p[0] == m.rate and p[1])
+        above = [(p[0], n) for n, p in enumerate(m.probes, 1) if not p[1] and p[0] > m.rate]
+        text = f"the highest probe that met the SLOs (probe {met}, simulated at exactly that rate)"
+        if above:
+            r, n = min(above)
+            text += f"; the lowest that missed above it: {rate_text(r)} requests/s (probe {n})"
+        return text
+
     @property
     def at_rate_bands(self) -> RunBands | None:
         """The calibrated bands and expected errors of the simulation at the rate found (with
@@ -771,18 +787,29 @@ class MaxRateReport:
         if m.at_rate is not None and m.at_rate.coverage is not None:
             out += _predicted(req, m.at_rate)
             out.append("  (coverage of the simulation at the max rate)")
-        for rate, ok, t, p in m.probes:
+        q = f"P{req.slo_percentile:g}"
+        out.append(
+            f"  probes in the order run (the same requests at each rate tried; {q} {slos} to meet the SLOs):"
+        )
+        for n, (rate, ok, t, p) in enumerate(m.probes, 1):
+            missed = [
+                name
+                for name, v, slo in (("TTFT", t, req.slo_ttft), ("TPOT", p, req.slo_tpot))
+                if slo is not None and v > slo
+            ]
+            verdict = "meets the SLOs" if ok else f"misses {' and '.join(missed) or 'the SLOs'}"
             out.append(
-                f"  {rate:10.4g} req/s  P{req.slo_percentile:g} TTFT {t:8.4g} s  TPOT {p:8.4g} s  {'meets' if ok else 'misses'}"
+                f"  {n:3d}. rate {rate_text(rate):>9s} req/s  {q} TTFT {t:8.4g} s  TPOT {p:8.4g} s  {verdict}"
             )
         if m.rate is None:
             out += [f"  {line}" for line in self._verdict()]
         else:
-            # the rate as found, in full: the one --rate that replays the run at it (4 digits did not)
+            # the rate as simulated: a short number the probe ran at exactly, which --rate replays
             out.append(
-                f"  max rate {m.rate:.4g} requests/s = {m.rate_per_device:.4g} requests/s per device "
+                f"  max rate {rate_text(m.rate)} requests/s = {m.rate_per_device:.4g} requests/s per device "
                 f"(--rate {m.rate!r} with the workload above replays the run at it)"
             )
+            out.append(f"    {self._found()}")
             if m.rate_band is not None:
                 out += _rate_band_lines(m)
             if m.at_rate is not None:
@@ -863,7 +890,7 @@ class RateSweepReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The sweep as plain values (what ``simulate --rates --json`` prints): each run's
-        :meth:`SimulationReport.to_dict` with its ``rate`` and, with ``--predict``, its calibrated
+        :meth:`SimulationReport.to_dict` (its rate under ``rate_requests_per_s``) and, with ``--predict``, its calibrated
         ``interval``, ``interval_basis`` and ``expected_error`` (:class:`RunBands`).
 
         Returns
@@ -873,7 +900,7 @@ class RateSweepReport:
         bands = self.bands or (None,) * len(self.runs)
         return {
             "rates": [
-                {"rate": r.request.rate, **r.to_dict(), **(b.to_dict() if b is not None else {})}
+                {**r.to_dict(), **(b.to_dict() if b is not None else {})}
                 for r, b in zip(self.runs, bands, strict=True)
             ]
         }

@@ -47,6 +47,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from costmodel.errors import CostModelError
 from costmodel.results import Result
@@ -104,6 +105,12 @@ class TierStats(Result):
     host_bandwidth: float
     load_s: float  #: summed transfer time of every load
     exposed_s: float  #: what the loads added to iterations (not hidden by compute): on TTFT
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, the host link's under a key that names its unit (``host_bandwidth_bytes_per_s``)."""
+        out = super().to_dict()
+        out["host_bandwidth_bytes_per_s"] = out.pop("host_bandwidth")
+        return out
 
 
 class _Tier:

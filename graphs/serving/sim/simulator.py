@@ -152,6 +152,14 @@ class Topology(Result):
     expert_parallel: bool = False
     moe_dispatch: str = "allgather_reducescatter"  #: with dp > 1: how tokens reach their experts
 
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, the link's under keys that name their units (``link_bandwidth_bytes_per_s``,
+        ``link_latency_s_per_layer``)."""
+        out = super().to_dict()
+        out["link_bandwidth_bytes_per_s"] = out.pop("link_bandwidth")
+        out["link_latency_s_per_layer"] = out.pop("link_latency")
+        return out
+
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
             raise CostModelError(f"router {self.router!r} not allowed; allowed: {', '.join(ROUTERS)}")
@@ -238,6 +246,11 @@ class Summary(Result):
     p90: float
     p99: float
 
+    def to_dict(self) -> dict[str, Any]:
+        """The four numbers under keys that name their unit: ``mean_s``, ``p50_s``, ``p90_s``,
+        ``p99_s``."""
+        return {"mean_s": self.mean, "p50_s": self.p50, "p90_s": self.p90, "p99_s": self.p99}
+
     @classmethod
     def of(cls, x: np.ndarray) -> Summary:
         """Mean, P50, P90 and P99 of ``x`` (NaN each for an empty array).
@@ -255,6 +268,16 @@ class Summary(Result):
             return cls(math.nan, math.nan, math.nan, math.nan)
         p50, p90, p99 = np.percentile(x, [50, 90, 99])
         return cls(float(x.mean()), float(p50), float(p90), float(p99))
+
+
+#: :meth:`SimResult.to_dict`'s keys for the fields whose names do not say their unit (simulate
+#: --json: a key names its unit; were ``rate``, ``slo_attainment``, ``mean_batch``, ``mean_in_system``)
+JSON_KEYS = {
+    "rate": "rate_requests_per_s",
+    "slo_attainment": "slo_attainment_fraction",
+    "mean_batch": "mean_batch_sequences",
+    "mean_in_system": "mean_requests_in_system",
+}
 
 
 @dataclass(frozen=True)
@@ -444,10 +467,23 @@ class SimResult(Result):
         return min(max(wait / ttft, 0.0), 1.0)
 
     def to_dict(self) -> dict[str, Any]:
-        """Every summary field and :attr:`queue_share`; the per-request and per-iteration arrays
-        stay out (CSV, plots)."""
+        """Every summary field and :attr:`queue_share`, each under a key that names its unit
+        (:data:`JSON_KEYS` renames those whose attribute does not; the latency summaries'
+        ``mean_s`` ... ``p99_s``, :meth:`Summary.to_dict`); ``prefix_routed`` and ``state_capped``
+        as objects that label their two numbers. The per-request and per-iteration arrays stay
+        out (CSV, plots)."""
         skip = ("per_request", "timeline")
-        out = {f.name: plain(getattr(self, f.name)) for f in fields(self) if f.name not in skip}
+        out = {
+            JSON_KEYS.get(f.name, f.name): plain(getattr(self, f.name))
+            for f in fields(self)
+            if f.name not in skip
+        }
+        if self.prefix_routed is not None:
+            here, elsewhere = self.prefix_routed
+            out["prefix_routed"] = {"to_their_prefix": here, "elsewhere_by_load_bound": elsewhere}
+        if self.state_capped is not None:
+            seqs, each = self.state_capped
+            out["state_capped"] = {"sequences": seqs, "state_bytes_per_sequence": each}
         return out | {"queue_share": self.queue_share}
 
     def requests_csv(self, path: str, flag: str = "csv") -> None:
