@@ -313,3 +313,36 @@ def test_no_valid_data_parallel_plan_names_dp(capsys: pytest.CaptureFixture[str]
         "1024",
     )
     assert "no batch is divisible by its micro-batches or, for a data-parallel plan, by its dp" in text
+
+
+def test_simulate_json_keys_name_their_units(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``simulate --json`` gave latencies as ``{"mean", "p50", "p90", "p99"}`` (seconds, unsaid),
+    ``rate``, ``slo_attainment`` and ``mean_batch``; every key now names its unit. The P99 TTFT
+    is the per-request CSV's own percentile, the rate and SLOs the flags given."""
+    import numpy as np
+
+    out = tmp_path / "r.csv"
+    argv = (
+        "simulate",
+        "tiny",
+        "--rate",
+        "5",
+        "--requests",
+        "20",
+        "--slo-ttft",
+        "1",
+        "--slo-tpot",
+        "0.05",
+        "--quiet",
+    )
+    _run(capsys, *argv, "--csv", str(out))
+    doc = _json(capsys, *argv)
+    ttft = np.array([float(r["ttft_s"]) for r in csv.DictReader(out.open())])
+    assert doc["ttft"]["p99_s"] == float(np.percentile(ttft, 99))
+    assert set(doc["ttft"]) == set(doc["tpot"]) == set(doc["e2e"]) == {"mean_s", "p50_s", "p90_s", "p99_s"}
+    assert (doc["rate_requests_per_s"], doc["slo_ttft_s"], doc["slo_tpot_s"]) == (5.0, 1.0, 0.05)
+    assert 0 <= doc["slo_attainment_fraction"] <= 1 and doc["mean_batch_sequences"] > 0
+    assert not {"rate", "slo_attainment", "mean_batch", "mean_in_system"} & set(doc)
+    rates = _json(capsys, "simulate", "tiny", "--rates", "2,5", "--requests", "10", "--quiet")
+    assert [r["rate_requests_per_s"] for r in rates["rates"]] == [2.0, 5.0]
+    assert all("rate" not in r for r in rates["rates"])
