@@ -115,9 +115,10 @@ def test_model_check_of_a_refused_layer_file_names_no_model_type(
 ) -> None:
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({**json.loads(EXAMPLE.read_text()), "ssm_state_size": 0}))
-    assert main(["model", "check", str(path)]) == 0
-    head = capsys.readouterr().out.splitlines()[0]
-    assert head == "bad: a layer file -> refused"
+    assert main(["model", "check", str(path)]) == 2  # refused: bad input, as `decode` above
+    out, err = capsys.readouterr()
+    assert out.splitlines()[0] == "bad: a layer file -> refused"
+    assert err.count("\n") == 1 and "ssm_state_size" in err
 
 
 @pytest.mark.parametrize("model", model_names())

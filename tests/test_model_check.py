@@ -268,25 +268,43 @@ def test_cli_model_check_json_of_a_catalog_model(capsys):
 
 
 def test_cli_model_check_of_refused_configs(capsys, tmp_path, acme_file):
-    code, out, _ = _run(capsys, "model", "check", acme_file, "--json")
+    """A refused config is bad input: exit 2 as every command's (the help's exit codes), the
+    report still printed, and the reason the report's own ``refused`` field, one line on stderr
+    (``model check`` exited 0 on a config every other command refuses)."""
+    code, out, err = _run(capsys, "model", "check", acme_file, "--json")
     doc = json.loads(out)
-    assert code == 0 and doc["family"] is None and "\n" not in doc["refused"]
+    assert code == 2 and doc["family"] is None and "\n" not in doc["refused"]
+    assert err == f"costmodel: error: refused: {doc['refused']}\n"
     assert doc["nearest"][0] == {"family": "llama", "similarity": 1.0, "fits": True, "why_not": None}
     assert doc["exact"] == {} and doc["kernels"] == {}
+    # the command the refusal's message points at refuses it with the same reason, also exit 2
+    code_decode, _, err_decode = _run(capsys, "decode", acme_file)
+    assert code_decode == 2 and "is not supported" in err_decode and "is not supported" in err
     rwkv = tmp_path / "rwkv.json"
     rwkv.write_text(json.dumps(RWKV))
-    code, out, _ = _run(capsys, "model", "check", str(rwkv))
-    assert code == 0 and "-> refused" in out and "is not close enough" in out
+    code, out, err = _run(capsys, "model", "check", str(rwkv))
+    assert code == 2 and "-> refused" in out and "is not close enough" in out
+    assert err.count("\n") == 1 and "is not close enough" in err
     assert "rescale_every" in out and "read by no family" in out
 
 
+def test_cli_model_check_exit_codes_are_in_its_help(capsys):
+    code, out, _ = _run(capsys, "model", "check", "--help")
+    text = " ".join(out.split())
+    assert code == 0 and "Exit code 0 when a family" in text and "2 when it is refused" in text
+
+
 def test_cli_model_check_reports_a_misfit_assumption(capsys, acme_file):
-    code, out, _ = _run(capsys, "model", "check", acme_file, "--assume-family", "mixtral", "--json")
+    code, out, err = _run(capsys, "model", "check", acme_file, "--assume-family", "mixtral", "--json")
     doc = json.loads(out)
-    assert code == 0 and doc["family"] is None and not doc["assumed"]
+    assert code == 2 and doc["family"] is None and not doc["assumed"]
     assert doc["refused"].endswith(
         "mixtral cannot read it (config.json is missing required field 'num_local_experts')"
     )
+    assert err == f"costmodel: error: refused: {doc['refused']}\n"
+    # the family that fits it is read: exit 0, nothing on stderr but the assumption's note
+    code, out, err = _run(capsys, "model", "check", acme_file, "--assume-family", "llama", "--json")
+    assert code == 0 and json.loads(out)["family"] == "llama" and "error" not in err
 
 
 def test_a_refusal_shows_a_nested_fields_value_not_the_wrapper(tmp_path):

@@ -7,6 +7,7 @@ the engine core).
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from graphs.serving.step.defaults import DEFAULT_SEQ
@@ -178,6 +179,9 @@ def cmd_model_check(args: argparse.Namespace) -> int:
     frameworks = tuple(args.framework) if args.framework else None
     r = check_model(args.model, assume_family=args.assume_family, device=args.device, frameworks=frameworks)
     print(dump(r.to_dict()) if args.json else r.to_text())
+    if r.family is None:  # the report says why; the exit code and stderr say it is refused
+        print(f"costmodel: error: refused: {r.refused or r.why}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -240,7 +244,10 @@ def add_model_parser(sub: Any) -> None:
         "loader), what is exact and what approximated, which --predict kernels are measured, and for an "
         "unknown model_type the nearest family: the one reading the largest share of the config's "
         "structural fields (fields some family reads, with a value that is not null/false/0), as the "
-        "Jaccard similarity of the field names (models.check).",
+        "Jaccard similarity of the field names (models.check). Exit code 0 when a family (or the "
+        "layer file as given) reads the config; 2 when it is refused, --assume-family's family "
+        "included: the report is printed all the same (with --json too) and the reason is one "
+        "line on stderr.",
     )
     mc.add_argument("model", help="catalog name or path to a config.json")
     add_assume_family(mc)
