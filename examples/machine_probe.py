@@ -34,11 +34,13 @@ def main(argv: list[str] | None = None) -> None:
             f"{r.measured_s * 1e3:>9.2f}ms{100 * r.achieved_fraction:>9.0f}%"
             f"{r.achieved_flops_per_s / 1e9:>10.1f}"
         )
-    cal = calibrate(rows)
+    cal = calibrate(rows)  # each efficiency at most 1; a kernel faster than its roof is a note
     print(
         f"\ncalibrated: bandwidth efficiency {cal.memory_efficiency:.2f}; GEMM efficiency "
         f"{cal.gemm_e_max:.2f} * I / (I + {cal.gemm_i_half:.1f})"
     )
+    for note in cal.notes:
+        print(f"  note: {note}")
     bw, peak = float(hw.bandwidth()), float(hw.require_peak("tensor", "fp32"))
     print(
         f"\ndifferences from the seed: this machine measures {bw / 1e9:.1f} GB/s and {peak / 1e9:.0f} GFLOP/s "

@@ -130,10 +130,14 @@ def test_calibration_terms_and_residuals(probed):
     # log-residuals that average to zero: recomputed here from the recorded times
     mem = [r for r in rows if r.kind == "dram"]
     eta = math.exp(sum(math.log(r.predicted_s / r.measured_s) for r in mem) / len(mem))
-    assert cal.memory_efficiency == pytest.approx(eta, rel=1e-9)
-    assert sum(math.log1p(res.residual) for res in cal.residuals if res.name in {r.name for r in mem}) == (
-        pytest.approx(0, abs=1e-9)
-    )
+    if eta > 1:  # faster than the probed bandwidth (a busy probe): held at 1 and said
+        assert cal.memory_efficiency == 1 and any("memory efficiency held at 1" in n for n in cal.notes)
+        eta = 1.0
+    else:
+        assert cal.memory_efficiency == pytest.approx(eta, rel=1e-9)
+        assert sum(
+            math.log1p(res.residual) for res in cal.residuals if res.name in {r.name for r in mem}
+        ) == pytest.approx(0, abs=1e-9)
     # the ceiling is at most twice the best GEMM fraction (1, the 1024^3 GEMM on the probe's roof)
     best_gemm = max(r.achieved_fraction for r in rows if r.name.startswith("gemm"))
     assert best_gemm == pytest.approx(1) and 0 < cal.gemm_e_max <= 2 * best_gemm + 1e-9
@@ -257,7 +261,7 @@ def test_calibration_keeps_the_plateau_within_the_data():
     # I_half to infinity and e_max far above anything measured; held to I_half <= max I it stays
     # within 2x the best fraction seen. One GEMM intensity fits e_max alone (I_half = 0).
     cal = calibrate(_rows([(100, 0.3), (400, 1.2)]))
-    assert cal.gemm_i_half <= 400 and cal.gemm_e_max <= 2 * 1.2 + 1e-9
+    assert cal.gemm_i_half <= 400 and cal.gemm_e_max == 1  # never above the roof (test_probe_request)
     one = calibrate(_rows([(256, 0.9), (256, 0.9)]))
     assert one.gemm_i_half == 0 and one.gemm_e_max == pytest.approx(0.9)
 

@@ -7,7 +7,9 @@ the option as the command line spells it. :func:`run_probe` measures this machin
 (:func:`costmodel.measure.probe.probe`), writes the spec file, times the microbenchmarks against
 the probed spec (:func:`~costmodel.measure.microbench.run_benchmarks`), fits the two efficiencies
 (:func:`~costmodel.measure.calibrate.calibrate`) and, when asked, writes the calibrated spec: the
-tensor roofs times ``e_max`` and the DRAM bandwidth times the memory efficiency ``eta``. The
+tensor roofs times ``e_max`` and the DRAM bandwidth times the memory efficiency ``eta``, each at
+most 1 (a benchmark faster than its probed roof is said in the report, never fitted as an
+efficiency above 1: :mod:`costmodel.measure.calibrate`). The
 :class:`ProbeReport` has ``to_text()``, ``to_dict()`` and ``to_html()``.
 """
 
@@ -166,6 +168,9 @@ class ProbeReport:
             f"I/(I + {cal.gemm_i_half:.1f})",
         ]
         lines += [f"  {r.name:34s} residual {100 * r.residual:+.0f}%" for r in cal.residuals]
+        lines += [
+            f"note: {n}" for n in cal.notes
+        ]  # a benchmark beat its roof: the spec or the timing is wrong
         return "\n".join(lines)
 
     def _tables(self) -> tuple[tuple[list[dict[str, Any]], Columns], tuple[list[dict[str, Any]], Columns]]:
@@ -235,10 +240,11 @@ class ProbeReport:
         measured = rows_table(table_cells(mrows, mcols))  # as the text prints them: ms, %
         benched = rows_table(table_cells(brows, bcols))
         fit = f"memory efficiency {cal.memory_efficiency:.2f}, GEMM e_max {cal.gemm_e_max:.2f}, I_half {cal.gemm_i_half:.1f}"
+        summary = {"calibration": fit, **({"notes": "; ".join(cal.notes)} if cal.notes else {})}
         return page_html(
             f"probe of {self.result.env.get('cpu')}",
             {"command": command, "spec file": self.request.out},
-            {"calibration": fit},
+            summary,
             [Section("microbenchmarks", (figure, benched)), Section("measurements", (measured,))],
         )
 
