@@ -75,10 +75,26 @@ def roofline_rows(
     return rows
 
 
-def format_table(rows: Sequence[Any], columns: Sequence[tuple[str, str, str]] = COLUMNS) -> str:
+def format_table(
+    rows: Sequence[Any], columns: Sequence[tuple[str, str, str]] = COLUMNS, *, left: Iterable[str] = ()
+) -> str:
     """Render rows as an aligned text table (:func:`costmodel.text.format_table`; roofline columns
-    by default)."""
-    return _format_table(rows, columns)
+    by default).
+
+    Parameters
+    ----------
+    rows : sequence of dict or Result
+        The rows.
+    columns : sequence of (key, heading, format)
+        The columns (default: the roofline table's).
+    left : iterable of str
+        Keys of columns after the first aligned left (text).
+
+    Returns
+    -------
+    str
+    """
+    return _format_table(rows, columns, left=left)
 
 
 def standard_ops(dtype: str = "bf16") -> list[tuple[str, Cost]]:

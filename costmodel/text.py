@@ -24,6 +24,7 @@ __all__ = [
     "fmt_num",
     "FIXED_LIMIT",
     "format_table",
+    "display_width",
     "table_cells",
     "escape_controls",
     "has_controls",
@@ -161,13 +162,58 @@ def table_cells(rows: Sequence[Any], columns: Sequence[tuple[str, str, str]]) ->
     return [{h: _cell(r[k], f) for k, h, f in columns} for r in data]
 
 
-def format_table(rows: Sequence[Any], columns: Sequence[tuple[str, str, str]]) -> str:
-    """Render rows as an aligned text table."""
+def display_width(text: str) -> int:
+    """Terminal cells ``text`` takes: a wide (East Asian ``W``/``F``) character two, a combining
+    mark none, every other character one (``len`` counts characters, so a table padded by it
+    shifts every column after a wide name).
+
+    >>> display_width("h100"), display_width("\u6d4b\u8bd5"), display_width("e\u0301")
+    (4, 4, 1)
+    """
+    import unicodedata
+
+    if text.isascii():
+        return len(text)
+    return sum(
+        0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text
+    )
+
+
+def _pad(text: str, width: int, left: bool) -> str:
+    fill = " " * max(0, width - display_width(text))
+    return text + fill if left else fill + text
+
+
+def format_table(
+    rows: Sequence[Any], columns: Sequence[tuple[str, str, str]], *, left: Iterable[str] = ()
+) -> str:
+    """Render rows as an aligned text table: the first column and those whose keys are in
+    ``left`` (text: names, descriptions) aligned left, the rest (numbers) right; widths in
+    terminal cells (:func:`display_width`); a left-aligned last column is not padded.
+
+    Parameters
+    ----------
+    rows : sequence of dict or Result
+        The rows, each holding every column's key.
+    columns : sequence of (key, heading, format)
+        Each column: the row key, its heading and its cell format (:func:`table_cells`).
+    left : iterable of str
+        Keys of further columns aligned left.
+
+    Returns
+    -------
+    str
+        The heading, a rule and one line per row.
+    """
+    lefts = set(left)
+    aligned = [i == 0 or k in lefts for i, (k, _, _) in enumerate(columns)]
     table = [[h for _, h, _ in columns]] + [list(c.values()) for c in table_cells(rows, columns)]
-    widths = [max(len(row[i]) for row in table) for i in range(len(columns))]
+    widths = [max(display_width(row[i]) for row in table) for i in range(len(columns))]
     lines = []
     for j, row in enumerate(table):
-        parts = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:], strict=True)]
+        parts = [_pad(c, w, a) for c, w, a in zip(row, widths, aligned, strict=True)]
+        if aligned[-1] and len(parts) > 1:  # a left-aligned last column: no blanks after its text
+            parts[-1] = row[-1]
         lines.append("  ".join(parts))
         if j == 0:
             lines.append("  ".join("-" * w for w in widths))

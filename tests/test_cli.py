@@ -107,6 +107,43 @@ def test_hw_list_shows_the_capacity_the_checks_use(capsys):
     assert data["h100-sxm"]["memory_bytes"] == 81_559 * 2**20 and data["h100-sxm"]["capacity"] == 80e9
 
 
+def test_hw_list_columns_line_up_on_every_row(capsys, tmp_path):
+    """``hw list`` right-aligned the description, so a row's text began wherever its length put it
+    (the GB300's 111 characters padded every other row to the same width, 200-odd columns), and a
+    --hw-file description of wide characters shifted the columns after it. Now each number ends
+    under its heading's end and each description starts under "description", for every catalog
+    device and a file's device described in Chinese (two terminal cells per character)."""
+    from costmodel.hardware import device_names, get_device
+    from costmodel.text import display_width
+
+    f = tmp_path / "box.toml"
+    f.write_text(
+        "[sources]\ns = 'a sheet'\n[devices.box]\ndescription = '\u6d4b\u8bd5\u52a0\u901f\u5361'\n"
+        "vendor = 'x'\npower_w = 300\npower_source = 's'\n"
+        "roofs = [{ unit = 'tensor', precision = 'bf16', peak_flops_per_s = 1e15, source = 's' }]\n"
+        "memory = [{ name = 'dram', bandwidth_bytes_per_s = 3e12, capacity_bytes = 8e10, source = 's' }]\n"
+    )
+    code, out, _ = run(capsys, "--hw-file", str(f), "hw", "list")
+    lines = out.splitlines()
+    head, rule = lines[0], lines[1]
+    rows = {ln.split()[0]: ln for ln in lines[2:] if ln and not ln.startswith("capacity:")}
+    assert code == 0 and set(rows) == {*device_names(), "box"}
+    # each column's span from the rule's dashes; numbers end at the span's end, text starts at it
+    spans = [(m.start(), m.end()) for m in re.finditer(r"-+", rule)]
+    *numeric, desc = spans[1:]
+    assert head[desc[0] :] == "description"
+    for name, line in rows.items():
+        cells = [c for c in line.split("  ") if c]
+        expected = get_device(name).description
+        assert line.endswith(expected), name  # the description last, as the catalog states it
+        prefix = line[: len(line) - len(expected)]
+        assert display_width(prefix) == desc[0], name  # starts under its heading, wide text or not
+        for (_, end), cell in zip(numeric, cells[1:-1], strict=True):
+            assert line[:end].endswith(cell.strip()), (name, cell)
+    assert "\u6d4b\u8bd5" in rows["box"] and " 300 W  " in rows["box"]
+    assert rows["groq-lpu"].split()[-len(get_device("groq-lpu").description.split()) - 1] == "-"  # no TDP
+
+
 def test_hw_list_show_balance_rules(capsys):
     assert run(capsys, "hw", "list")[1].count("\n") >= 11
     assert "3.90 TFLOP/s" in run(capsys, "hw", "show", "h100")[1]
@@ -710,12 +747,14 @@ def test_rules_text_lists_every_parameter_the_json_lists(capsys):
     assert "required: M, N, K" in block
     optional = " ".join(block.split("optional: ", 1)[1].split())
     shown = {False: "false", None: "(derived)"}  # op takes no 'None': a derived default says so
-    wanted = ", ".join(
-        f"{k}={shown.get(p.default, p.default)}" for k, p in sig.items() if k not in "MNK"
-    )
-    assert optional == wanted == (
-        "dtype=bf16, w_dtype=(derived), out_dtype=(derived), compute_dtype=(derived), bias=false, "
-        "tile_m=(derived), tile_n=(derived)"
+    wanted = ", ".join(f"{k}={shown.get(p.default, p.default)}" for k, p in sig.items() if k not in "MNK")
+    assert (
+        optional
+        == wanted
+        == (
+            "dtype=bf16, w_dtype=(derived), out_dtype=(derived), compute_dtype=(derived), bias=false, "
+            "tile_m=(derived), tile_n=(derived)"
+        )
     )
     assert run(capsys, "op", "gemm", "M=1", "N=1", "K=1", "w_dtype=None")[0] == 2  # why not 'None'
     for name, info in doc.items():  # the JSON: every parameter, required or optional with its default
@@ -724,3 +763,18 @@ def test_rules_text_lists_every_parameter_the_json_lists(capsys):
     a = json.loads(run(capsys, "op", "gemm", "M=8", "N=64", "K=32", "--json")[1])
     b = json.loads(run(capsys, "op", "gemm", "M=8", "N=64", "K=32", "dtype=bf16", "bias=false", "--json")[1])
     assert a["cost"] == b["cost"]
+
+
+def test_format_table_pads_by_terminal_cells_and_aligns_text_left():
+    """Widths count terminal cells: a two-character Chinese name takes four, as "h100" does, so
+    the number after each ends in the same column; ``left`` columns start in one."""
+    from costmodel.text import format_table
+
+    rows = [{"n": "h100", "v": 1.5, "d": "x"}, {"n": "\u6d4b\u8bd5", "v": 22.25, "d": "longer text"}]
+    out = format_table(rows, (("n", "name", "s"), ("v", "value", ".2f"), ("d", "what", "s")), left=("d",))
+    assert out.splitlines() == [
+        "name  value  what",
+        "----  -----  -----------",
+        "h100   1.50  x",
+        "\u6d4b\u8bd5  22.25  longer text",
+    ]

@@ -51,7 +51,7 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
                 for k, v in r.items()
             }
         )
-        shown[-1]["power"] = f"{r['power_w']:.0f} W" if r["power_w"] else "n/a"
+        shown[-1]["power"] = f"{r['power_w']:.0f} W" if r["power_w"] else "-"
     cols = (
         ("device", "device", "s"),
         ("bf16", "bf16 dense (FLOP/s)", "s"),
@@ -61,7 +61,7 @@ def cmd_hw_list(args: argparse.Namespace) -> int:
         ("power", "power", "s"),
         ("description", "description", "s"),
     )
-    print(format_table(shown, cols))
+    print(format_table(shown, cols, left=("description",)))  # numbers right, text left
     print(
         "capacity: the vendor's (decimal GB); checks use: what every capacity check and KV pool divides, "
         "the memory the driver reports where the catalog sources it (hw show NAME says which)"
