@@ -85,6 +85,8 @@ def main() -> None:
     print("\nsuggested fusions:")
     for s in audit["suggestions"]:
         print(f"  {' + '.join(s['members'])}: saves {s['bytes_saved'] / 1e6:.1f} MB ({s['pattern']})")
+    if not audit["suggestions"]:  # the notes on stderr say which were considered and why not
+        print("  none on h100-sxm (the notes above say which groups were considered and why not)")
     t = audit["audit"]
     print(
         f"\nunfused {t['unfused']['sum_of_kernel_bounds_s'] * 1e6:.1f} us -> "

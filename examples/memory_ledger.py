@@ -57,6 +57,15 @@ def main(argv: list[str] | None = None) -> None:
             f"   {r.shape['B']:>5} {r.intensity:>8.2f} {r.kind:>7} {r.measured_s * 1e3:>11.3f} "
             f"{r.predicted_s * 1e3:>9.3f} {100 * r.achieved_fraction:>8.0f}%  {','.join(r.flags)}"
         )
+    if any("above_bound" in r.flags for r in rows):
+        print(
+            "   above_bound: faster than the bound on the probed spec (over 110%): no kernel beats its roof,\n"
+            "   so the probe's peak (measured small, maybe in a busy moment) is too low or the timing is wrong"
+        )
+    if any("slower_than_smaller_batch" in r.flags for r in rows):
+        print(
+            "   slower_than_smaller_batch: over 1.5x the latency of a larger batch (a library code-path change or a busy moment)"
+        )
     print(
         f"\ndifferences from the seed: part 1 uses the article's inputs and matches its table; part 2's "
         f"timings are this machine's ({float(hw.bandwidth()) / 1e9:.1f} GB/s probed), not the article's laptop "

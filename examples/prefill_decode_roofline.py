@@ -7,8 +7,9 @@ The seed's device is "H100 SXM5 public spec, rounded": 1000 TFLOP/s fp16 and
 3.0 TB/s, built here as a Hardware spec (the catalog's H100 is 989.4 TFLOP/s
 and 3.35 TB/s). Differences from the seed:
 * parameter counts here include the q/k/v biases and the norm weights that the
-  seed's shape formula leaves out: 7.6156B total (seed 7.6154B), 6.5256B
-  non-embedding (seed 6.5254B); both round to the model card's 7.61B / 6.53B;
+  seed's shape formula leaves out (333,312 parameters): 7.6156B total (seed
+  7.6153B), 6.5256B non-embedding (seed 6.5253B); both round to the model
+  card's 7.61B / 6.53B;
 * the weight-read bound is shown both as the seed computes it (every weight
   once, 5.08 ms) and as the decode graph reads weights (the input embedding is
   a gather of B rows, 4.71 ms).

@@ -66,7 +66,10 @@ def main(argv: list[str] | None = None) -> None:
     naive = op_cost("attention", heads=1, q_len=4096, kv_len=4096, head_dim=128, variant="naive")
     ideal = op_cost("attention", heads=1, q_len=4096, kv_len=4096, head_dim=128, variant="flash")
     tn, ti = bound(naive, a100).seconds("lower"), bound(ideal, a100).seconds("lower")
-    print(f"   FLOPs {fmt_si(as_float(naive.flops))} -> {fmt_si(as_float(ideal.flops))} (x1.000)")
+    print(
+        f"   FLOPs {fmt_si(as_float(naive.flops))} -> {fmt_si(as_float(ideal.flops))} "
+        f"(x{as_float(ideal.flops / naive.flops):.3f})"
+    )
     print(
         f"   bytes {as_float(naive.bytes) / 1e6:.2f} MB -> {as_float(ideal.bytes) / 1e6:.2f} MB "
         f"(x{as_float(naive.bytes / ideal.bytes):.1f} fewer)"

@@ -2,10 +2,12 @@
 TTFT <= 1 s and TPOT <= 50 ms (P99), and 1 prefill : 2 decode GPUs against 3 aggregated ones.
 
 Prompts and outputs are ShareGPT-like: lognormal with means of 1000 and 250 tokens and a log
-standard deviation of 1.0; arrivals are Poisson; the engine is vLLM-like (8192-token budget, 256
-sequences, 16-token blocks, 90 % of memory, chunked prefill). Every iteration costs the roofline
-bound of its exact batch, so these are the latencies of a perfect engine on this hardware; a
-per-iteration overhead (``--overhead-s`` on the command line) adds the CPU side.
+standard deviation of 1.0; arrivals are Poisson; the engine is the default profile, vLLM V1
+(``vllm@1``: 8192-token budget, 1024 sequences, 16-token blocks, 90 % of memory, chunked prefill,
+prefix caching; each default sourced in graphs/serving/engines/, listed by ``costmodel simulate
+--engine list``). Every iteration costs the roofline bound of its exact batch, so these are the
+latencies of a perfect engine on this hardware; a per-iteration overhead (``--overhead-s`` on the
+command line) adds the CPU side.
 
     python examples/serving_simulation.py [--small] [--plot out/sim]
 """
@@ -53,7 +55,7 @@ def main() -> None:
         else f"not determined (every probe up to the {m.ceiling_rate:.1f} requests/s ceiling meets; too few requests)"
     )
     print(
-        f"max rate with P99 TTFT <= {SLO_TTFT} s and TPOT <= {SLO_TPOT * 1e3:.0f} ms: "
+        f"max rate with P99 TTFT <= {SLO_TTFT} s and P99 TPOT <= {SLO_TPOT * 1e3:.0f} ms: "
         f"{found} ({len(m.probes)} simulations)"
     )
     rate = 60.0 if not small else 40.0
