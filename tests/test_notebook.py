@@ -37,3 +37,29 @@ def test_tour_notebook_executes():
     assert any(h.startswith("<b>SimResult</b><table") for h in html)
     assert any("application/vnd.plotly.v1+json" in o.get("data", {}) for o in outputs)  # the roofline
     assert any("meet the SLOs" in o.get("text", "") for o in outputs)
+
+
+def test_tour_simulation_is_the_simulate_command(capsys):
+    """The tour's last cell (100 requests at 5/s, lognormal 500 and 100 tokens, seed 0, SLOs 0.5 s
+    and 50 ms) prints the P99 TTFT and TPOT that ``costmodel simulate`` prints for the same
+    workload, and the share meeting the SLOs it states."""
+    import json
+    import re
+
+    from graphs.cli import main
+
+    nb = json.loads((ROOT / "examples" / "tour.ipynb").read_text())
+    code = "\n".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    assert 'synthetic(100, rate=5, prompt="lognormal:500,0.5", output="lognormal:100,0.5", seed=0)' in code
+    assert 'simulate("llama-3.1-8b", "h100-sxm", reqs, slo_ttft=0.5, slo_tpot=0.05)' in code
+    from graphs.serving import simulate, synthetic
+
+    reqs = synthetic(100, rate=5, prompt="lognormal:500,0.5", output="lognormal:100,0.5", seed=0)
+    sim = simulate("llama-3.1-8b", "h100-sxm", reqs, slo_ttft=0.5, slo_tpot=0.05)
+    argv = ["simulate", "llama-3.1-8b", "--device", "h100-sxm", "--requests", "100", "--rate", "5"]
+    argv += ["--prompt", "lognormal:500,0.5", "--output", "lognormal:100,0.5", "--seed", "0"]
+    assert main([*argv, "--slo-ttft", "0.5", "--slo-tpot", "0.05", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    p99 = {m[1]: m[2] for m in re.finditer(r"^  (TTFT|TPOT) s +\S+ +\S+ +\S+ +(\S+)$", out, re.M)}
+    assert p99 == {"TTFT": f"{sim.ttft.p99:.4f}", "TPOT": f"{sim.tpot.p99:.4f}"}
+    assert f"({100 * sim.slo_attainment:.1f}% meet the SLOs)" in out
