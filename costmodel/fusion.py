@@ -380,8 +380,12 @@ def group_footprint(g: nx.DiGraph, group: Group) -> sympy.Expr:
     """On-chip bytes of the group's live intermediates: one tile of each internal edge tensor
     (a view of a weight is no intermediate: its consumer streams it, e.g. a GEMM's working set).
 
-    A tile keeps ``tile_rows`` of the first dimension and ``tile_cols`` of the
-    last (``None``: the full extent).
+    A tensor of shape ``(d_0, ..., d_{n-2}, d_{n-1})`` is a matrix of ``d_0 ... d_{n-2}`` rows
+    (every leading dimension: batch, sequence, heads) and ``d_{n-1}`` columns, as a kernel
+    flattens it; a tile keeps ``min(rows, tile_rows)`` of its rows and ``min(d_{n-1}, tile_cols)``
+    of its columns (``None``: the full extent), so a tile's bytes are
+    ``min(prod d_{<n-1}, tile_rows) * min(d_{n-1}, tile_cols) * dtype bytes``. A one-dimensional
+    tensor is one column of ``d_0`` rows.
     """
     mset = set(group.members)
     seen: dict[str, sympy.Expr] = {}
@@ -389,9 +393,11 @@ def group_footprint(g: nx.DiGraph, group: Group) -> sympy.Expr:
         if u in mset and v in mset and not source_view(g, u):
             t = d[TENSOR]
             shape = list(t.shape)
+            rows = sympy.Mul(*shape[:-1]) if len(shape) > 1 else (shape[0] if shape else sympy.Integer(1))
+            cols = shape[-1] if len(shape) > 1 else sympy.Integer(1)
             if group.tile_rows is not None:
-                shape[0] = sympy.Min(shape[0], group.tile_rows)
+                rows = sympy.Min(rows, group.tile_rows)
             if group.tile_cols is not None and len(shape) > 1:
-                shape[-1] = sympy.Min(shape[-1], group.tile_cols)
-            seen[t.name] = sympy.Mul(*shape) * t.dtype.bytes
+                cols = sympy.Min(cols, group.tile_cols)
+            seen[t.name] = rows * cols * t.dtype.bytes
     return sympy.Add(*seen.values())

@@ -218,3 +218,42 @@ def test_non_convex_groups_are_always_rejected(g, data):
     u, _v, w = data.draw(st.sampled_from(paths))
     issues = check_plan(g, plan_from_groups(g, [Group("bad", (u, w))]))
     assert any("not convex" in str(i) for i in issues)
+
+
+def test_a_tile_of_an_n_dimensional_tensor_flattens_its_leading_dimensions():
+    """An importer's activations keep their (batch, seq, hidden) shape; a kernel flattens the
+    leading dimensions into rows, so a 128 x 128 tile of x[8, 2048, 4096] in bf16 is
+    128 * 128 * 2 = 32,768 B (it was counted as min(8, 128) * 2048 * 128 * 2 = 4,194,304 B:
+    the sequence untiled, so `examples/export_report.py`'s two matmul epilogues on H100 were
+    refused as 4,325,376 B against an SM's 397,188 B share of L2)."""
+    g = nx.DiGraph(model="mlp", phase="none")
+    b = GraphBuilder(g, phase="none", group="mlp")
+    x = b.source("x", Tensor("x", (8, 2048, 1024), "bf16"), "input", resident=False)
+    w = b.source("w", Tensor("w", (1024, 4096), "bf16"), "weight", resident=True)
+    h = b.op(
+        "up",
+        "gemm",
+        Role.LINEAR,
+        [x, w],
+        [Tensor("mlp.up", (8, 2048, 4096), "bf16")],
+        M=8 * 2048,
+        N=4096,
+        K=1024,
+        dtype="bf16",
+    )[0]
+    b.op(
+        "gelu",
+        "elementwise",
+        Role.ACTIVATION,
+        [h],
+        [Tensor("mlp.gelu", (8, 2048, 4096), "bf16")],
+        n=8 * 2048 * 4096,
+        inputs=1,
+        dtype="bf16",
+    )
+    members = tuple(op_nodes(g))
+    assert as_float(group_footprint(g, Group("e", members, tile_rows=128, tile_cols=128))) == 128 * 128 * 2
+    assert as_float(group_footprint(g, Group("e", members, tile_rows=1, tile_cols=None))) == 4096 * 2  # one row
+    sugg, _ = suggest_fusions(g, get_device("h100"))
+    assert [s.group.members for s in sugg] == [members]
+    assert sugg[0].bytes_saved == 2 * 8 * 2048 * 4096 * 2  # the GEMM's output written and read back
