@@ -116,3 +116,63 @@ def test_the_cli_package_doc_names_every_command_module():
         assert f":mod:`.{module}`" in doc, module
         for command in helps:
             assert f"``{command}``" in doc, command
+
+
+@pytest.mark.parametrize(
+    ("argv", "count"),
+    [
+        (["op", "gemm", "M=1024", "N=4096", "K=4096", "--device", "vr200"], 2),  # preliminary; bf16 on fp8
+        (["op", "gemm", "M=4096", "N=4096", "K=4096", "dtype=fp8"], 1),  # the out_dtype assumption
+        (
+            ["op", "gemm", "M=64", "N=4096", "K=4096", "dtype=fp8", "--device", "vr200"],
+            2,
+        ),  # out_dtype, preliminary
+        (["op", "gemm", "M=64", "N=4096", "K=4096"], 0),
+    ],
+)
+def test_op_json_keeps_the_notes_the_text_prints(capsys, argv, count):
+    """docs/commands.md: "`--json` prints one object whose `"notes"` keep the notes the text
+    prints". ``op --json`` had them under ``"note"`` and ``"roof_notes"`` and no ``"notes"``: a
+    program reading ``notes`` found none of vr200's two (preliminary figures, bf16 bounded by its
+    fp8 roof). The JSON's ``notes`` are now the text's ``note:`` lines, in order."""
+    import json
+
+    from graphs.cli import main
+
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    said = [ln.strip()[len("note: ") :] for ln in text.splitlines() if ln.strip().startswith("note: ")]
+    assert len(said) == count
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == said
+
+
+def _blocks_after(page: str, marker: str) -> list[str]:
+    """The lines of the first plain code block after ``marker`` in ``page``."""
+    text = (ROOT / page).read_text()
+    at = text.index(marker)
+    block = re.search(r"\n```\n(.*?)\n```", text[at:], re.DOTALL)
+    assert block, (page, marker)
+    return block.group(1).splitlines()
+
+
+@pytest.mark.slow
+def test_the_serving_example_prints_the_table_the_pages_show(capsys):
+    """README's "Serving under load" and docs/serving.md show what ``python
+    examples/serving_simulation.py --plot out/sim`` prints (2,000 requests at seven rates, the max
+    rate of 1,000 requests drawn with seed 7, three GPUs aggregated and disaggregated). No test
+    read the table back: the example's own test runs ``--small``. The full run's lines (less its
+    header) are the pages' block, line for line."""
+    import runpy
+    import sys
+
+    old = sys.argv
+    sys.argv = ["serving_simulation.py"]
+    try:
+        runpy.run_path(str(ROOT / "examples" / "serving_simulation.py"), run_name="__main__")
+    finally:
+        sys.argv = old
+    printed = capsys.readouterr().out.splitlines()[1:]  # the header names the model and workload
+    marker = "python examples/serving_simulation.py --plot out/sim"
+    assert _blocks_after("README.md", marker) == printed
+    assert _blocks_after("docs/serving.md", marker) == printed
