@@ -152,8 +152,9 @@ def skip_vs_loop(sizes: list[tuple[int, float, int]], dp: bool = False) -> None:
 
 def main() -> None:
     if "--child" in sys.argv:
-        i = sys.argv.index("--child")
-        child(int(sys.argv[i + 1]), float(sys.argv[i + 2]), sys.argv[i + 3] == "1", sys.argv[i + 4] == "1")
+        i = sys.argv.index("--child")  # --child N RATE SKIP [DP]: DP (0 or 1) may be left out, 0
+        dp = len(sys.argv) > i + 4 and sys.argv[i + 4] == "1"
+        child(int(sys.argv[i + 1]), float(sys.argv[i + 2]), sys.argv[i + 3] == "1", dp)
         return
     if "--skip" in sys.argv and "--dp" in sys.argv:
         skip_vs_loop([(10_000, 200.0, 2)], dp=True)

@@ -176,3 +176,23 @@ def test_the_serving_example_prints_the_table_the_pages_show(capsys):
     marker = "python examples/serving_simulation.py --plot out/sim"
     assert _blocks_after("README.md", marker) == printed
     assert _blocks_after("docs/serving.md", marker) == printed
+
+
+def test_speed_md_child_run_of_simulate_speed_runs(capsys, monkeypatch):
+    """docs/speed.md gives ``simulate_speed.py``'s one-run form as ``--child 1000000 3300 1``
+    (requests, rate, skip); the script had since grown a fourth argument (``dp``) and indexed
+    past the end of that line (IndexError). Run the documented form, its size cut to 200
+    requests at 20/s: one JSON line of the run's CPU, wall, RSS, iterations and digest."""
+    import json
+
+    text = " ".join((ROOT / "docs/speed.md").read_text().split())
+    documented = re.search(r"\(`--child ([^`]+)` for one run\)", text)
+    assert documented, "the one-run form moved"
+    words = documented.group(1).split()
+    assert words[:2] == ["1000000", "3300"]
+    from benchmarks import simulate_speed
+
+    monkeypatch.setattr("sys.argv", ["simulate_speed.py", "--child", "200", "20", *words[2:]])
+    simulate_speed.main()
+    run = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert run["iterations"] > 0 and len(run["digest"]) == 64
