@@ -196,3 +196,32 @@ def test_speed_md_child_run_of_simulate_speed_runs(capsys, monkeypatch):
     simulate_speed.main()
     run = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert run["iterations"] > 0 and len(run["digest"]) == 64
+
+
+def test_commands_md_names_every_command_that_draws_a_page():
+    """docs/commands.md lists the commands that take ``--html`` beside its ``decode --html``
+    example; ``calibrate serving``, which draws one too, was not among them. The list, read from
+    the page, is the parser's set of commands with an ``--html`` option."""
+    from graphs.cli import build_parser
+    from graphs.cli.options import all_actions
+
+    lines = (ROOT / "docs/commands.md").read_text().splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("costmodel decode llama-3.1-8b --html"))
+    comment = [lines[at].split("also on", 1)[1]]
+    comment += [ln.strip().lstrip("#") for ln in lines[at + 1 :] if ln.strip().startswith("#")][:3]
+    listed: set[str] = {"decode"}
+    for item in " ".join(comment).replace(",", " , ").split(" , "):
+        words = item.split()
+        if not words:
+            continue
+        head, *rest = words
+        if rest and "|" in rest[0]:
+            listed |= {f"{head} {sub}" for sub in rest[0].split("|")}
+        else:
+            listed.add(" ".join(words))
+    drawn = {
+        prog.removeprefix("costmodel ")
+        for prog, a in all_actions(build_parser())
+        if "--html" in a.option_strings
+    }
+    assert listed == drawn
