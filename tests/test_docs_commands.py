@@ -208,7 +208,10 @@ def test_commands_md_names_every_command_that_draws_a_page():
     lines = (ROOT / "docs/commands.md").read_text().splitlines()
     at = next(i for i, ln in enumerate(lines) if ln.startswith("costmodel decode llama-3.1-8b --html"))
     comment = [lines[at].split("also on", 1)[1]]
-    comment += [ln.strip().lstrip("#") for ln in lines[at + 1 :] if ln.strip().startswith("#")][:3]
+    for ln in lines[at + 1 :]:  # the comment's continuation lines, up to the next command
+        if not ln.strip().startswith("#"):
+            break
+        comment.append(ln.strip().lstrip("#"))
     listed: set[str] = {"decode"}
     for item in " ".join(comment).replace(",", " , ").split(" , "):
         words = item.split()
