@@ -228,3 +228,40 @@ def test_commands_md_names_every_command_that_draws_a_page():
         if "--html" in a.option_strings
     }
     assert listed == drawn
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["simulate", "tiny", "--max-rate", "--slo-ttft", "1e-6", "--slo-tpot", "1e-6", "--requests", "20"],
+        [
+            "size",
+            "tiny",
+            "--rate",
+            "5",
+            "--slo-ttft",
+            "1e-6",
+            "--slo-tpot",
+            "1e-6",
+            "--requests",
+            "20",
+            "--tp",
+            "1",
+        ],
+    ],
+)
+def test_the_pages_state_exit_1_when_nothing_meets_the_slos(capsys, argv):
+    """Every ``--help`` ends with the exit codes: "1 does not fit (memory) or nothing meets the SLOs
+    (size, simulate --max-rate)". README and docs/commands.md gave exit 1 as "does not fit" alone.
+    Tiny's lone request takes 40-50 us to its first token, so an SLO of 1 us is met at no rate and
+    by no deployment: exit 1, which both pages now name."""
+    from graphs.cli import main
+    from graphs.cli.options import EXIT_CODES
+
+    assert "nothing meets the SLOs (size, simulate --max-rate)" in EXIT_CODES
+    assert main(argv) == 1
+    capsys.readouterr()
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert 'exit codes 0 ok, 1 "does not fit" or "nothing meets the SLOs", 2 bad input' in readme
+    commands = " ".join((ROOT / "docs/commands.md").read_text().split())
+    assert 'or "nothing meets the SLOs" (`size`, `simulate --max-rate`), 2 bad input' in commands
