@@ -135,7 +135,7 @@ def add_fusion_parser(sub: Any) -> None:
     a.add_argument("--whole-model", action="store_true", help="audit the whole model, not one layer")
     a.add_argument("--top", type=int, default=10)
     a.add_argument("--json", action="store_true")
-    a.set_defaults(func=cmd_audit)
+    a.set_defaults(func=cmd_audit, device_notes="model")
     add_html_option(a, "report")
     p = fsub.add_parser(
         "plan", help="the planner's fusion plan: kernels, bytes, time, what each fusion saves"
@@ -171,7 +171,7 @@ def add_fusion_parser(sub: Any) -> None:
         help="seconds per region for the exact solve's enumeration, and again for its solves together",
     )
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=cmd_plan, precheck=_refuse_a_layer_file)
+    p.set_defaults(func=cmd_plan, precheck=_refuse_a_layer_file, device_notes="model")
     add_html_option(p, "report")
     t = fsub.add_parser("tiling", help="largest GEMM tile and FlashAttention IO for the on-chip memory")
     t.add_argument("--device", default="h100-sxm")
@@ -184,4 +184,4 @@ def add_fusion_parser(sub: Any) -> None:
     t.add_argument("--N", type=int, default=4096, help="attention sequence length N (tokens)")
     t.add_argument("--d", type=int, default=128, help="attention head dimension d (elements)")
     t.add_argument("--json", action="store_true")
-    t.set_defaults(func=cmd_tiling)
+    t.set_defaults(func=cmd_tiling, device_notes="model")

@@ -234,9 +234,9 @@ def add_hw_parser(sub: Any) -> None:
         "--dtype takes it (FP8, fp8_e4m3: the fp8 roof) (default: bf16)",
     )
     c.add_argument("--json", action="store_true")
-    c.set_defaults(func=cmd_compare)
+    c.set_defaults(func=cmd_compare, device_notes="device")
     cl = hsub.add_parser("claim", help="decompose a speed-up claim: format x architecture x system size")
     cl.add_argument("--old", required=True, help="DEVICE:PRECISION[:COUNT], e.g. h100:fp8:8")
     cl.add_argument("--new", required=True, help="DEVICE:PRECISION[:COUNT], e.g. b300:fp4:72")
     cl.add_argument("--json", action="store_true")
-    cl.set_defaults(func=cmd_claim)
+    cl.set_defaults(func=cmd_claim, device_notes="device")

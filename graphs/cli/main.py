@@ -353,6 +353,42 @@ def _refuse_symbolic_devices(args: argparse.Namespace) -> None:
                 )
 
 
+def _say_device_notes(args: argparse.Namespace) -> None:
+    """Say, once, what a command's devices make its answer assume (a series resolved to its one
+    part, preliminary figures, a roof standing in for one the device does not publish:
+    :func:`costmodel.hardware.fallback.roof_notes`), for the commands that opt in with
+    ``set_defaults(device_notes=...)``: those whose reports do not print the notes themselves
+    (``decode``, ``prefill``, ``model analyze``, ``simulate``, ``op``, ``report`` and ``derive``
+    do). ``"model"``: every note, as a model's report has them; ``"device"``: the device's own
+    (series, preliminary), for a command pricing no FLOPs or comparing published roofs.
+    ``hw compare``'s positional devices and ``hw claim``'s ``DEVICE:PRECISION`` specs are read
+    too. A name that does not resolve is left to the command, which says what is wrong with it."""
+    kind = getattr(args, "device_notes", None)
+    if kind is None:
+        return
+    from costmodel.errors import CostModelError
+    from costmodel.hardware import get_device
+    from costmodel.hardware.fallback import roof_notes
+    from costmodel.notes import say
+
+    names: list[str] = []
+    for opt in DEVICE_OPTIONS:
+        value = getattr(args, opt, None)
+        names += [n.strip() for n in value.split(",")] if isinstance(value, str) else []
+    listed = getattr(args, "devices", None)
+    names += [str(n).strip() for n in listed] if isinstance(listed, list) else []
+    for opt in ("old", "new"):  # hw claim's DEVICE:PRECISION[:COUNT]
+        value = getattr(args, opt, None)
+        names += [value.split(":")[0].strip()] if isinstance(value, str) else []
+    for name in dict.fromkeys(n for n in names if n):
+        try:
+            hw = get_device(name)
+        except CostModelError:
+            continue  # the command refuses the name in its own words
+        for note in roof_notes(hw, used=None if kind == "model" else ()):
+            say(note)
+
+
 def _symbol_origins(message: str) -> str:
     """Where the unbound symbols an error names come from, when a ``--hw-file`` gave them."""
     import re
@@ -482,6 +518,7 @@ def _main(argv: Sequence[str] | None) -> int:
         assumed_family(args)  # --assume-family: checked, and said once, before any work
         dtype_assumption(args)  # a config.json of no torch_dtype: bf16, said once
         _refuse_symbolic_devices(args)
+        _say_device_notes(args)  # a preliminary device, a stand-in roof: said once, before any work
         return int(args.func(args))
     except SystemExit as exc:  # argparse: --help, --version, or a one-line usage error
         if isinstance(exc.code, int):

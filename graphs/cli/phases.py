@@ -456,7 +456,7 @@ def add_phase_parsers(sub: Any) -> None:
         "--kv-bytes-per-token", default=None, help="KV-cache bytes per cached token, without a model (B)"
     )
     lg.add_argument("--capacity-bytes", default=None, help="raw mode, e.g. 78*1024**3")
-    lg.set_defaults(func=cmd_ledger)
+    lg.set_defaults(func=cmd_ledger, device_notes="device")
 
     pf = sub.add_parser("prefill", help="TTFT bound, per-unit times, attention share, chunked prefill")
     common(pf)
@@ -502,5 +502,5 @@ def add_phase_parsers(sub: Any) -> None:
     add_predict_option(
         sw, help="price every step's kernels from this framework's measured kernels ([measured] extra)"
     )
-    sw.set_defaults(func=cmd_sweep)
+    sw.set_defaults(func=cmd_sweep, device_notes="model")
     add_html_option(sw, "report")

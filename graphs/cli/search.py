@@ -142,5 +142,5 @@ def add_search_parser(sub: Any) -> None:
     sp.add_argument("--top", type=int, default=20, help="frontier rows to print (0: all)")
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=cmd_search)
+    sp.set_defaults(func=cmd_search, device_notes="model")
     add_html_option(sp, "report")

@@ -138,5 +138,5 @@ def add_size_parser(sub: Any) -> None:
     add_dtype_options(sp)
     sp.add_argument("--quiet", action="store_true", help="no progress bar")
     sp.add_argument("--json", action="store_true")
-    sp.set_defaults(func=cmd_size)
+    sp.set_defaults(func=cmd_size, device_notes="model")
     add_html_option(sp, "report")
