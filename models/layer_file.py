@@ -45,7 +45,7 @@ from costmodel.text import has_controls
 
 from .config import ModelConfig
 from .context import context_limit
-from .fields import ModelConfigError
+from .fields import INT_MAX, ModelConfigError
 from .layers import LayerSpec, uniform_layout
 from .specs import spec_classes
 
@@ -150,23 +150,30 @@ def _checked(key: str, value: Any, kind: str, name: str) -> Any:
     """``value`` of ``key`` if it is of the JSON kind the field takes (null: the default)."""
     if value is None:
         return None
-    whole = isinstance(value, int) and not isinstance(value, bool)
+    # a config.json's widths and counts are 32-bit integers (models.fields.int_field): a layer file
+    # states the same fields, so the same bound (10**30 once priced a model on 1.9e50 devices)
+    whole = isinstance(value, int) and not isinstance(value, bool) and value <= INT_MAX
     ok = {
         "dim": whole,
         "int": whole,
         "bool": isinstance(value, bool),
-        "number": whole or isinstance(value, float),
-        "str": isinstance(value, str),
-        "pair": isinstance(value, list) and len(value) == 2 and all(type(v) is int for v in value),
+        "number": isinstance(value, int | float) and not isinstance(value, bool),
+        "str": isinstance(value, str) and not has_controls(value),
+        # as a config.json's weight_block_size (models.quantization): rows and columns >= 1
+        "pair": isinstance(value, list)
+        and len(value) == 2
+        and all(type(v) is int and 1 <= v <= INT_MAX for v in value),
     }[kind]
     if not ok:
+        too_big = isinstance(value, int) and not isinstance(value, bool)
+        whole_want = f"a whole number of at most {INT_MAX}" if too_big else "a whole number"
         want = {
-            "dim": "a whole number",
-            "int": "a whole number",
+            "dim": whole_want,
+            "int": whole_want,
             "bool": "true or false",
             "number": "a number",
-            "str": "a string",
-            "pair": "two whole numbers [rows, columns]",
+            "str": "a string of printable characters (no newline, tab or control)",
+            "pair": f"two whole numbers [rows, columns] from 1 to {INT_MAX}",
         }[kind]
         raise ModelConfigError(f"{name}: layer file field {key!r} must be {want}, got {value!r:.60}")
     return tuple(value) if kind == "pair" else value

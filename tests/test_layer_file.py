@@ -83,12 +83,37 @@ def test_a_new_field_reaches_the_model_and_context_limits_apply(tmp_path: Path) 
         ({"max_context": 10}, "the limit is max_position_embeddings"),
         ({"sliding_window": None}, "sliding layers need sliding_window"),
         ({"num_hidden_layers": 4}, "layer_types has 3 entries but num_hidden_layers is 4"),
+        # a config.json's 32-bit bound (2**31 - 1) holds in a layer file too: 10**30 was priced
+        # (a model on 1.9e50 devices), a 0 x 0 FP8 scale block and a source with an escape read
+        ({"hidden_size": 10**30}, "'hidden_size' must be a whole number of at most 2147483647, got 1000"),
+        ({"sliding_window": 2**31}, "'sliding_window' must be a whole number of at most 2147483647"),
+        ({"mtp_layers": 10**12}, "'mtp_layers' must be a whole number of at most 2147483647"),
+        (
+            {"weight_scale_block": [0, 0]},
+            r"'weight_scale_block' must be two whole numbers \[rows, columns\] from 1",
+        ),
+        ({"weight_scale_block": [128, 10**30]}, r"'weight_scale_block' must be two whole numbers"),
+        ({"source": "x\x1b[2J"}, "'source' must be a string of printable characters"),
     ],
 )
 def test_bad_files_are_refused_in_one_line(change: dict[str, object], message: str) -> None:
     data = {**json.loads(EXAMPLE.read_text()), **change}
     with pytest.raises(ModelConfigError, match=message):
         config_from_layer_file(data, "bad")
+
+
+def test_a_layer_file_and_a_config_json_share_the_32_bit_bound() -> None:
+    """The same hidden_size 2**31 is refused by both readers, and 2**31 - 1 passes the layer file's."""
+    from models.hf import config_from_hf_dict
+
+    hf = {"model_type": "llama", "hidden_size": 2**31, "num_attention_heads": 4, "num_hidden_layers": 2,
+          "intermediate_size": 128, "vocab_size": 100}  # fmt: skip
+    with pytest.raises(ModelConfigError, match=r"'hidden_size' must be an integer in \[0, 2147483647\]"):
+        config_from_hf_dict(hf, "hf")
+    with pytest.raises(ModelConfigError, match="'hidden_size' must be a whole number of at most 2147483647"):
+        config_from_layer_file({**json.loads(EXAMPLE.read_text()), "hidden_size": 2**31}, "lf")
+    big = config_from_layer_file({**json.loads(EXAMPLE.read_text()), "vocab_size": 2**31 - 1}, "lf")
+    assert big.vocab_size == 2_147_483_647
 
 
 def test_a_refusal_reaches_the_command_line_as_one_line(
