@@ -36,6 +36,12 @@ does not hold its dims' elements, a model with no graph nodes (a 0-byte file par
 an argument that is neither a ``ModelProto`` nor a path, or a path that is not a regular file of at most
 :data:`MAX_MODEL_BYTES`.
 
+Shape inference is bounded: onnxruntime's symbolic inference carries a tensor's values (shape
+arithmetic) only while they are small (:data:`MAX_SHAPE_DATA` elements, sympy expressions of at
+most :data:`MAX_SHAPE_EXPR_NODES` nodes, integers within int64) and never builds a large int64
+``ConstantOfShape``; a value beyond that is left unknown, and its tensor's size becomes a symbol
+named after it, visible in every total.
+
 External data: a model loaded from a path is read without its external data (costs need
 shapes, not weights), so no file beside it is opened; a tensor stored outside the model is
 never read (shape inference sees it as a graph input of its shape). Needs ``onnx >= 1.16``,
@@ -47,6 +53,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections import Counter
 from collections.abc import Mapping
 from typing import Any
@@ -64,7 +71,14 @@ from costmodel.tensor import Tensor
 
 from .table import EMPTY_WHEN_AN_INPUT_IS, G_EMPTY_OPS, OpView, is_empty, lookup, unknown_node, write_node
 
-__all__ = ["from_onnx", "ONNXModelError", "MIN_ONNX", "MAX_MODEL_BYTES"]
+__all__ = [
+    "from_onnx",
+    "ONNXModelError",
+    "MIN_ONNX",
+    "MAX_MODEL_BYTES",
+    "MAX_SHAPE_DATA",
+    "MAX_SHAPE_EXPR_NODES",
+]
 
 MIN_ONNX = (1, 16)  #: external-data path checks (CVE-2024-27318, CVE-2024-5187) start here
 MAX_MODEL_BYTES = 2**31  #: protobuf's own limit on one message
@@ -244,26 +258,144 @@ def _without_external(onnx: Any, model: Any) -> Any:
     return copy
 
 
+#: the most elements a tensor's values may have to be carried through shape inference as data
+#: (shape arithmetic: ``Shape`` -> ``Gather`` -> ``Mul`` -> ``Reshape``, a handful of values); a
+#: larger one is left as a tensor of unknown values, so inference never allocates it
+MAX_SHAPE_DATA = 4096
+#: the most sympy nodes one carried value may have; shape arithmetic is a few (``2*s0*s1 + 1``), and
+#: a value squared in a loop (``x = x * (x + 1)``) doubles: printing it ran for minutes
+MAX_SHAPE_EXPR_NODES = 256
+_INT64 = 2**63  #: ONNX shape values are int64: one beyond it is no shape a runtime computes
+
+
+def _shape_value_ok(value: Any) -> bool:
+    """Whether ``value`` (what onnxruntime's symbolic inference carries as a tensor's data: a
+    numpy array, a list, an int, a float or a sympy expression) is small enough to carry."""
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        if value.size > MAX_SHAPE_DATA:
+            return False
+        if value.dtype != object:
+            return True
+        value = value.reshape(-1).tolist()
+    items = value if isinstance(value, list | tuple) else [value]
+    if len(items) > MAX_SHAPE_DATA:
+        return False
+    for item in items:
+        if isinstance(item, list | tuple | np.ndarray):
+            if not _shape_value_ok(item):
+                return False
+            continue
+        if isinstance(item, bool | float | np.generic):
+            continue
+        if isinstance(item, int):
+            if abs(item) >= _INT64:
+                return False
+            continue
+        if isinstance(item, sympy.Basic):
+            for seen, node in enumerate(sympy.preorder_traversal(item)):
+                if seen >= MAX_SHAPE_EXPR_NODES or (node.is_Number and abs(node) >= _INT64):
+                    return False
+    return True
+
+
+class _ShapeData(dict[str, Any]):
+    """onnxruntime's ``sympy_data_`` (a tensor's values known during inference), holding only
+    values :func:`_shape_value_ok` accepts: a larger one is dropped, and its tensor's values
+    stay unknown (its shape is then a new symbol, as for any value inference cannot know)."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if _shape_value_ok(value):
+            super().__setitem__(key, value)
+        else:
+            self.pop(key, None)
+
+    def __bool__(self) -> bool:  # ``start_sympy_data or {}`` in ``_infer_impl`` keeps this dict
+        return True
+
+    def copy(self) -> _ShapeData:
+        out = _ShapeData()
+        dict.update(out, self)
+        return out
+
+
+_BOUNDED: dict[str, Any] = {}
+_BOUNDED_LOCK = threading.Lock()
+
+
+def _bounded_inference(base: Any) -> Any:
+    """A subclass of onnxruntime's ``SymbolicShapeInference`` that carries only small values
+    (:class:`_ShapeData`), never reads a large initializer's values, and never materialises an
+    int64 ``ConstantOfShape`` of more than :data:`MAX_SHAPE_DATA` elements (its own code builds
+    ``np.ones(shape)``: a 100-byte model asked for 2 GB, or for all the memory there is)."""
+    if "cls" in _BOUNDED:
+        return _BOUNDED["cls"]
+    from onnx import TensorProto
+
+    class Bounded(base):
+        def _infer_impl(self, start_sympy_data: Any = None) -> Any:
+            data = _ShapeData()
+            for k, v in (start_sympy_data or {}).items():
+                data[k] = v
+            return super()._infer_impl(data)
+
+        def _try_get_value(self, node: Any, idx: int) -> Any:
+            if idx < len(node.input):
+                init = self.initializers_.get(node.input[idx])
+                if init is not None and _numel(init.dims, "initializer") > MAX_SHAPE_DATA:
+                    return None
+            return super()._try_get_value(node, idx)
+
+        def _infer_ConstantOfShape(self, node: Any) -> Any:  # onnxruntime names its handlers so
+            shape = self._get_int_or_float_values(node)[0]
+            items = shape if isinstance(shape, list) else [shape]
+            n = 1
+            for d in items:
+                n = n * d if isinstance(d, int) else n
+            vi = self.known_vi_.get(node.output[0])
+            if shape is None or n <= MAX_SHAPE_DATA or vi is None:
+                return super()._infer_ConstantOfShape(node)
+            elem = vi.type.tensor_type.elem_type
+            vi.type.tensor_type.elem_type = TensorProto.FLOAT  # its int64 branch builds np.ones(shape)
+            try:
+                return super()._infer_ConstantOfShape(node)
+            finally:
+                self.known_vi_[node.output[0]].type.tensor_type.elem_type = elem
+
+    _BOUNDED["cls"] = Bounded
+    return Bounded
+
+
 def _symbolic(model: Any) -> Any:
     """onnxruntime's symbolic shape inference, what it could infer (None: not installed).
 
     The steps of ``SymbolicShapeInference.infer_shapes`` without its last one: on an op it cannot
     infer that saves the model as ``sym_shape_infer_temp.onnx`` (plus external data) in the
     working directory and raises a bare ``Exception``. Here what it inferred is kept, the rest
-    is left unsized, and nothing is written.
+    is left unsized, and nothing is written. It runs bounded (:func:`_bounded_inference`), and
+    the subgraphs of ``If``/``Loop``/``Scan`` too: while it runs, the module's class name is the
+    bounded one (the subgraphs' inference constructs it by that name).
     """
     try:
-        from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference, get_opset
+        from onnxruntime.tools import symbolic_shape_infer as ssi
     except ImportError:
         return None
-    if (get_opset(model) or 0) < 7:  # its own floor
+    if (ssi.get_opset(model) or 0) < 7:  # its own floor
         return None
-    sym = SymbolicShapeInference(2**31 - 1, True, False, 0)  # int_max, auto_merge, guess rank, verbose
-    sym._preprocess(model)
-    while sym.run_:
-        sym._infer_impl()
-    sym._update_output_from_vi()
-    return sym.out_mp_
+    with _BOUNDED_LOCK:
+        base = ssi.SymbolicShapeInference
+        bounded = _bounded_inference(base)
+        ssi.SymbolicShapeInference = bounded
+        try:
+            sym = bounded(2**31 - 1, True, False, 0)  # int_max, auto_merge, guess rank, verbose
+            sym._preprocess(model)
+            while sym.run_:
+                sym._infer_impl()
+            sym._update_output_from_vi()
+            return sym.out_mp_
+        finally:
+            ssi.SymbolicShapeInference = base
 
 
 def _infer(onnx: Any, model: Any) -> tuple[Any, bool]:

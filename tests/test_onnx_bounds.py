@@ -1,0 +1,103 @@
+"""ONNX shape inference is bounded: a small hostile model cannot make the importer allocate a
+tensor it declares, nor carry shape arithmetic that doubles at every node (review of the
+importers, hostile inputs)."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pytest
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from costmodel.graph import graph_total  # noqa: E402
+from graphs.importers import from_onnx  # noqa: E402
+from graphs.importers.onnx import MAX_SHAPE_DATA  # noqa: E402
+
+
+def _model(nodes, inits, inputs=()):
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    graph = helper.make_graph(nodes, "g", list(inputs), [y], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_an_int64_constant_of_shape_is_priced_without_being_built() -> None:
+    """onnxruntime's inference built ``np.ones(shape)`` for an int64 ConstantOfShape: a 16384 x
+    16384 one held 2.35 GB during import (a model of a few hundred bytes). Here 4096 x 4096
+    (128 MiB if built) imports in well under that, and the Neg over it is priced by hand."""
+    import numpy as np
+
+    n = 4096
+    assert n * n > MAX_SHAPE_DATA
+    shape = numpy_helper.from_array(np.array([n, n], np.int64), "shape")
+    one = numpy_helper.from_array(np.array([1], np.int64), "one")
+    nodes = [
+        helper.make_node("ConstantOfShape", ["shape"], ["c"], value=one),
+        helper.make_node("Neg", ["c"], ["d"]),
+        helper.make_node("Cast", ["d"], ["y"], to=TensorProto.FLOAT),
+    ]
+    model = _model(nodes, [shape])
+    from_onnx(model)  # its imports (onnxruntime's tools import torch) before the count
+    tracemalloc.start()
+    try:
+        g = from_onnx(model)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 32 * 2**20  # the int64 tensor alone is 128 MiB
+    neg = graph_total(g.subgraph(["Neg_1"]))
+    # Neg over n*n int64 elements: one op each, read 8 and write 8 bytes each
+    assert neg.flops == n * n and neg.bytes == 2 * 8 * n * n
+
+
+def _doubling_chain(rounds: int):
+    """``s = s * (s + 1)`` ``rounds`` times on the symbolic batch, then a tensor of that shape:
+    the expression's tree doubles each round (at 16 rounds printing it took a minute)."""
+    import numpy as np
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch"])
+    one = numpy_helper.from_array(np.array([1], np.int64), "one")
+    nodes = [helper.make_node("Shape", ["x"], ["s0"])]
+    for i in range(rounds):
+        nodes.append(helper.make_node("Add", [f"s{i}", "one"], [f"p{i}"]))
+        nodes.append(helper.make_node("Mul", [f"s{i}", f"p{i}"], [f"s{i + 1}"]))
+    nodes.append(helper.make_node("ConstantOfShape", [f"s{rounds}"], ["c"]))
+    nodes.append(helper.make_node("Relu", ["c"], ["y"]))
+    return _model(nodes, [one], [x])
+
+
+def test_shape_arithmetic_that_doubles_each_node_stops_at_an_opaque_size() -> None:
+    g = from_onnx(_doubling_chain(14))
+    relu = f"Relu_{2 * 14 + 2}"
+    (out,) = g.nodes[relu]["outputs"]
+    # the carried value was dropped once too large: the size is one opaque symbol named after
+    # the tensor, visible in the totals, not a 2**14-term polynomial in batch
+    assert len(out.shape) == 1 and len(out.shape[0].free_symbols) == 1
+    assert str(out.shape[0]).startswith("ConstantOfShape")
+    # a short chain is still carried exactly: s * (s + 1) of the batch (``batch`` is the symbol B)
+    g1 = from_onnx(_doubling_chain(1))
+    (out1,) = g1.nodes["Relu_4"]["outputs"]
+    assert str(out1.shape[0]) == "B*(B + 1)"
+
+
+def test_shape_values_beyond_int64_are_not_carried() -> None:
+    """2**62 squared 40 times ran 103 s before running out of memory (each square doubles the
+    integer's digits); ONNX shape values are int64, so one beyond it is left unknown."""
+    import numpy as np
+
+    from graphs.importers.onnx import _shape_value_ok
+
+    assert _shape_value_ok([2**63 - 1, 7]) and not _shape_value_ok([7, 2**63])
+    assert not _shape_value_ok(list(range(MAX_SHAPE_DATA + 1)))
+
+    s = numpy_helper.from_array(np.array([2**62], np.int64), "s")
+    nodes = [helper.make_node("Mul", ["s", "s"], ["m0"])]
+    for i in range(1, 40):
+        nodes.append(helper.make_node("Mul", [f"m{i - 1}", f"m{i - 1}"], [f"m{i}"]))
+    nodes.append(helper.make_node("ConstantOfShape", ["m39"], ["y"]))
+    g = from_onnx(_model(nodes, [s]))
+    (out,) = g.nodes["ConstantOfShape_40"]["outputs"]
+    assert all(not d.is_Number for d in out.shape)  # the square of 2**62 is already beyond int64
