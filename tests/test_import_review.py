@@ -584,17 +584,22 @@ def test_fx_python_operators_are_costed_as_their_aten_ops_and_modules_named_by_c
         def __init__(self):
             super().__init__()
             self.c = torch.nn.Conv1d(8, 8, 3)
+            self.p = torch.nn.AvgPool1d(1)  # a module no mapper prices (shape kept)
 
         def forward(self, a):
-            y = self.c(a) / 2.0
+            y = self.p(self.c(a)) / 2.0
             y += a[..., :14]
             return y
 
     x = torch.randn(2, 8, 16)
     fx = from_graph_module(torch.fx.symbolic_trace(ConvHalf()), [x])
     ex = from_exported_program(torch.export.export(ConvHalf(), (x,)))
-    assert fx.graph["unknown_ops"] == {"Conv1d": 1}  # the op, not the attribute 'c'
+    assert fx.graph["unknown_ops"] == {"AvgPool1d": 1}  # the op, not the attribute 'p'
     n = 2 * 8 * 14  # the conv's output elements
+    # the Conv1d module is priced as export's aten.conv1d: 2 * (2*8*14 outputs) * (8 inputs * 3 taps)
+    # + one bias add per output
+    convs = [[d[COST].flops for _, d in g.nodes(data=True) if d.get(OP) == "conv"] for g in (fx, ex)]
+    assert convs == [[2 * n * 8 * 3 + n]] * 2
     for g in (fx, ex):
         ew = sorted(
             (d[COST].flops, d[COST].bytes) for _, d in g.nodes(data=True) if d.get(OP) == "elementwise"

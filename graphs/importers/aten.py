@@ -107,6 +107,12 @@ _MODULES = {
     "LayerNorm": "layer_norm",
     "RMSNorm": "rms_norm",
     "Flatten": "flatten",
+    "Conv1d": "conv1d",
+    "Conv2d": "conv2d",
+    "Conv3d": "conv3d",
+    "ConvTranspose1d": "conv_transpose1d",
+    "ConvTranspose2d": "conv_transpose2d",
+    "ConvTranspose3d": "conv_transpose3d",
 }
 _METHOD_CASTS = {
     "float": "float32",

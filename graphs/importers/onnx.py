@@ -13,6 +13,7 @@ onto the rule registry through the op table shared with the torch importer
   new), the mask moves nothing; 3-D ``[B, S, heads * head_dim]`` inputs are split by the
   ``q_num_heads`` / ``kv_num_heads`` attributes; the ``present_key`` / ``present_value``
   outputs are not priced apart (an engine appends the new keys in place);
+* ``Conv`` / ``ConvTranspose`` -> ``conv`` (grouped and depthwise by the weight's shape);
 * arithmetic, comparisons, activations -> ``elementwise`` with the same
   per-op vector/SFU counts as the ATen names (:data:`graphs.importers.ops.ELEMENTWISE_OPS`);
 * ``Softmax`` -> ``softmax``; ``Reduce*`` -> ``reduction``;

@@ -6,6 +6,9 @@ One function per op family, registered once for every frontend (see
 * matmuls (``mm``/``matmul``/``bmm``/``linear``/``addmm``, ONNX
   ``MatMul``/``Gemm``) -> ``gemm`` with the batch folded into ``M`` when the
   right operand is 2-D, else ``batched_gemm``; each operand at its own dtype;
+* convolutions (``conv1d``/``conv2d``/``conv3d``, their transposes, ``convolution``, the
+  ``ConvNd`` modules of a plain fx trace, ONNX ``Conv``/``ConvTranspose``) -> ``conv``, the
+  groups read from the weight's shape;
 * SDPA and ONNX ``Attention`` -> ``attention``; ``is_causal`` counts the
   causal pairs, an explicit mask counts the full score matrix (the kernel
   computes it) unless the importer is told masks are causal; the mask's edge
@@ -225,6 +228,53 @@ def gemm(v: OpView) -> Mapped:  # alpha * A' @ B' + beta * C
         bias=len(v.ins) > 2,
         trans_a=v.scalar(None, "transA", 0) == 1,
     )
+
+
+# ---------------------------------------------------------------- convolution
+def _conv(v: OpView, transposed: bool) -> Mapped:
+    """``x [N, C_in, *in]`` (or unbatched ``[C_in, *in]``), ``W [C_out, C_in/g, *k]`` (transposed:
+    ``[C_in, C_out/g, *k]``), optional bias -> ``conv``; the groups follow from the weight."""
+    x, w, out = v.ins[0][1], v.ins[1][1], v.out
+    spatial = len(w.shape) - 2
+    if spatial < 1 or len(x.shape) not in (spatial + 1, spatial + 2) or len(out.shape) != len(x.shape):
+        raise CostModelError(
+            f"convolution: input {list(x.shape)}, weight {list(w.shape)} and output {list(out.shape)} "
+            "are not [N, C, *spatial], [C_out, C_in/groups, *kernel] and [N, C_out, *spatial]"
+        )
+    ch = len(x.shape) - spatial - 1  # 0: unbatched
+    cin, cout = x.shape[ch], out.shape[ch]
+    groups = sympy.simplify((cout if transposed else cin) / w.shape[1])
+    params = {
+        "batch": sympy.Mul(*x.shape[:ch]),
+        "in_channels": cin,
+        "out_channels": cout,
+        "in_size": sympy.Mul(*x.shape[ch + 1 :]),
+        "out_size": sympy.Mul(*out.shape[ch + 1 :]),
+        "kernel_size": sympy.Mul(*w.shape[2:]),
+        "groups": groups,
+        "transposed": transposed,
+        "dtype": x.dtype.name,
+        "w_dtype": w.dtype.name,
+        "out_dtype": out.dtype.name,
+        "bias": len(v.ins) > 2,
+    }
+    return Mapped("conv", params, v.ins, role=Role.LINEAR)
+
+
+@register_import(aten=("conv1d", "conv2d", "conv3d"), onnx="Conv")
+def convolution(v: OpView) -> Mapped:
+    return _conv(v, transposed=False)
+
+
+@register_import(aten=("conv_transpose1d", "conv_transpose2d", "conv_transpose3d"), onnx="ConvTranspose")
+def conv_transpose(v: OpView) -> Mapped:
+    return _conv(v, transposed=True)
+
+
+@register_import(aten="convolution")
+def aten_convolution(v: OpView) -> Mapped:
+    # (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    return _conv(v, transposed=bool(v.scalar(6, "transposed", False)))
 
 
 # ---------------------------------------------------------------- attention

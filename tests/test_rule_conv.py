@@ -1,0 +1,95 @@
+"""The ``conv`` rule pinned to hand counts, and the torch.export and ONNX importers pricing a
+convolution net the same (both counted ``aten.conv2d`` / ``Conv`` as unknown, 0 FLOPs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from costmodel import RuleArgumentError, op_cost
+
+
+def test_conv2d_with_bias_by_hand() -> None:
+    # 2 images, 3 -> 16 channels, 3x3 kernel, 32x32 in and out (padding 1), fp32
+    c = op_cost(
+        "conv", batch=2, in_channels=3, out_channels=16, in_size=32 * 32, out_size=32 * 32,
+        kernel_size=9, dtype="fp32", bias=True,
+    )  # fmt: skip
+    # one MAC per (image, out channel, out position, in channel, tap): 2*2*16*1024*3*9
+    assert c.flops == 1_769_472 + 32_768  # + one bias add per output element, 2*16*1024
+    # read x 4*2*3*1024 = 24,576, W 4*16*3*9 = 1,728, bias 4*16 = 64; write y 4*2*16*1024 = 131,072
+    assert c.bytes == 24_576 + 1_728 + 64 + 131_072
+    assert c.kernels == 1
+
+
+def test_depthwise_and_transposed_conv_by_hand() -> None:
+    # depthwise 3x3 on 8 channels (groups 8), 10x10 -> 8x8: each output sums 1*9 products
+    d = op_cost(
+        "conv", batch=1, in_channels=8, out_channels=8, groups=8, in_size=100, out_size=64,
+        kernel_size=9, dtype="fp32",
+    )  # fmt: skip
+    assert d.flops == 2 * 8 * 64 * 9  # 9,216
+    assert d.bytes == 4 * (8 * 100 + 8 * 9 + 8 * 64)
+    # transposed 3x3, 4 -> 2 channels, stride 2: 5x5 -> 11x11; each input scatters into 2*9 outputs
+    t = op_cost(
+        "conv", batch=1, in_channels=4, out_channels=2, in_size=25, out_size=121, kernel_size=9,
+        transposed=True, dtype="fp32",
+    )  # fmt: skip
+    assert t.flops == 2 * 4 * 25 * 2 * 9  # 3,600
+    assert t.bytes == 4 * (4 * 25 + 4 * 2 * 9 + 2 * 121)
+
+
+def test_conv_groups_must_divide_the_channels() -> None:
+    with pytest.raises(RuleArgumentError, match="conv: in_channels 6 is not a multiple of groups 4"):
+        op_cost(
+            "conv", batch=1, in_channels=6, out_channels=8, groups=4, in_size=4, out_size=4, kernel_size=1
+        )
+
+
+def _net():
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.conv = nn.Conv2d(3, 16, 3, padding=1)
+            self.dw = nn.Conv2d(16, 16, 3, groups=16, bias=False)  # 32x32 -> 30x30
+            self.up = nn.ConvTranspose2d(16, 4, 2, stride=2, bias=False)  # 30x30 -> 60x60
+
+        def forward(self, x):
+            return self.up(self.dw(torch.relu(self.conv(x))))
+
+    return torch, Net().eval(), torch.randn(2, 3, 32, 32)
+
+
+def _conv_flops(g) -> int:
+    return sum(int(g.nodes[n]["cost"].flops) for n in g if g.nodes[n].get("op") == "conv")
+
+
+# by hand (batch 2): conv 2*2*16*1024*3*9 = 1,769,472 and its bias 2*16*1024 = 32,768;
+# depthwise 2*2*16*900*9 = 518,400; transposed: each of 2*16*900 inputs into 4*4 outputs, 921,600
+CONV_FLOPS = 1_769_472 + 32_768 + 518_400 + 921_600
+
+
+def test_torch_export_prices_every_convolution() -> None:
+    torch, net, x = _net()
+    from graphs.importers import from_exported_program
+
+    g = from_exported_program(torch.export.export(net, (x,)))
+    assert _conv_flops(g) == CONV_FLOPS
+    assert not g.graph["unknown_ops"]
+    # the same after ATen decompositions (aten.convolution with its transposed flag)
+    g2 = from_exported_program(torch.export.export(net, (x,)).run_decompositions())
+    assert _conv_flops(g2) == CONV_FLOPS
+
+
+def test_onnx_prices_the_convolutions_as_torch_export(tmp_path) -> None:
+    torch, net, x = _net()
+    pytest.importorskip("onnx")
+    from graphs.importers import from_onnx
+
+    path = tmp_path / "net.onnx"
+    torch.onnx.export(net, (x,), str(path), dynamo=False)
+    g = from_onnx(str(path))
+    assert _conv_flops(g) == CONV_FLOPS
+    assert not g.graph["unknown_ops"]
