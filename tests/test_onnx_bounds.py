@@ -101,3 +101,18 @@ def test_shape_values_beyond_int64_are_not_carried() -> None:
     g = from_onnx(_model(nodes, [s]))
     (out,) = g.nodes["ConstantOfShape_40"]["outputs"]
     assert all(not d.is_Number for d in out.shape)  # the square of 2**62 is already beyond int64
+
+
+def test_a_megabyte_node_name_gives_a_short_one_line_error() -> None:
+    """A cyclic graph whose node, op type and input names are each a megabyte (with an escape and
+    a newline): the error quotes 100 characters of each, escaped, on one line."""
+    from costmodel.errors import CostModelError
+
+    long = "n\x1b[2J\n" + "x" * 2**20
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])
+    nodes = [helper.make_node("Add", ["x", long], ["y"], name=long)]
+    with pytest.raises(CostModelError) as err:
+        from_onnx(_model(nodes, [], [x]))
+    msg = str(err.value)
+    assert "\n" not in msg and "\x1b" not in msg and len(msg) < 600
+    assert msg.startswith("ONNX node 'n\\x1b[2J\\nxxxx") and "(Add) reads 'n\\x1b[2J" in msg

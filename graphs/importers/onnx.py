@@ -125,6 +125,17 @@ _ONNX_TYPE_NAMES = {
 }
 
 
+def _shown(text: str) -> str:
+    """``text`` quoted for a one-line error, cut to 100 characters (a node's name, op type or
+    domain is the file's: a megabyte-long name would make a megabyte-long message)."""
+    return repr(text[:100]) + ("..." if len(text) > 100 else "")
+
+
+def _op(op_type: str) -> str:
+    """An op type as written (``MatMul``) when it is a short identifier, else :func:`_shown`."""
+    return op_type if op_type.isidentifier() and len(op_type) <= 100 else _shown(op_type)
+
+
 def _dtype(code: int, what: str) -> str | None:
     """Our dtype of ONNX element type ``code`` (None: UNDEFINED, no type inferred); a type
     costmodel has no dtype for is refused, naming the tensor (as the torch and JAX importers do),
@@ -218,23 +229,24 @@ def _check_graph(model: Any) -> None:
     """Nodes in topological order over known tensors, in imported domains; initializers sized."""
     imported = {o.domain or "ai.onnx" for o in model.opset_import}
     for init in model.graph.initializer:
-        _check_data(init, f"initializer {init.name!r}")
+        _check_data(init, f"initializer {_shown(init.name)}")
     known = {""} | {i.name for i in model.graph.input} | {i.name for i in model.graph.initializer}
     for i, node in enumerate(model.graph.node):
         name = node.name or f"{node.op_type}_{i}"
         if (node.domain or "ai.onnx") not in imported:
             raise ONNXModelError(
-                f"ONNX node {name!r} ({node.op_type}) is in domain {node.domain!r}, which the model does not import"
+                f"ONNX node {_shown(name)} ({_op(node.op_type)}) is in domain {_shown(node.domain)}, "
+                "which the model does not import"
             )
         if any(a.HasField("t") and _external(a.t) for a in node.attribute):
             raise ONNXModelError(
-                f"ONNX node {name!r} ({node.op_type}) keeps an attribute tensor outside the model; "
+                f"ONNX node {_shown(name)} ({_op(node.op_type)}) keeps an attribute tensor outside the model; "
                 "only initializers may be external"
             )
         for x in node.input:
             if x not in known:
                 raise ONNXModelError(
-                    f"ONNX node {name!r} ({node.op_type}) reads {x[:100]!r}, which no input, initializer or "
+                    f"ONNX node {_shown(name)} ({_op(node.op_type)}) reads {_shown(x)}, which no input, initializer or "
                     "earlier node produces: the graph is cyclic or not in topological order"
                 )
         known.update(node.output)
@@ -572,7 +584,9 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
             producer[o] = name
         if not outs:  # not costed: counted, never dropped without a word
             if strict:
-                raise CostModelError(f"ONNX node {name!r} ({node.op_type}): no shape for its output(s)")
+                raise CostModelError(
+                    f"ONNX node {_shown(name)} ({_op(node.op_type)}): no shape for its output(s)"
+                )
             mapped = lookup("onnx", node.op_type) is not None
             unknown[f"{node.op_type} (no output shape)" if mapped else node.op_type] += 1
             continue
@@ -580,7 +594,10 @@ def from_onnx(model: Any, *, dims: Mapping[str, str] | None = None, strict: bool
         ins = [(producer[node.input[j]], shapes[node.input[j]]) for j in given]
         missing = [x for x in node.input if x and x not in shapes and x not in empty]
         if missing and node.op_type in ("MatMul", "Gemm", "Attention"):
-            raise CostModelError(f"ONNX node {name!r} ({node.op_type}): no shape for input(s) {missing}")
+            raise CostModelError(
+                f"ONNX node {_shown(name)} ({_op(node.op_type)}): no shape for input(s) "
+                f"{', '.join(_shown(x) for x in missing[:5])}"
+            )
         _add(g, name, node, ins, outs, inits, unknown, strict, consts, tuple(given))
     g.graph[G_UNKNOWN_OPS] = dict(unknown)
     g.graph[G_EMPTY_OPS] = dict(empty_ops)
@@ -677,7 +694,7 @@ def _add(
     mapper = lookup("onnx", node.op_type)
     if mapper is None:
         if strict:
-            raise CostModelError(f"no cost mapping for ONNX op {node.op_type} (node {name!r})")
+            raise CostModelError(f"no cost mapping for ONNX op {_op(node.op_type)} (node {_shown(name)})")
         unknown[node.op_type] += 1
         mapper = unknown_node
     write_node(g, name, mapper(v), outs, **{FRONTEND_OP: node.op_type})
@@ -698,7 +715,7 @@ def _scalar_constants(model: Any) -> dict[str, float]:
 
     out: dict[str, float] = {}
     for init in model.graph.initializer:
-        v = scalar(init, f"initializer {init.name!r}")
+        v = scalar(init, f"initializer {_shown(init.name)}")
         if v is not None:
             out[init.name] = v
     for node in model.graph.node:
