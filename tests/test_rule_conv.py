@@ -93,3 +93,26 @@ def test_onnx_prices_the_convolutions_as_torch_export(tmp_path) -> None:
     g = from_onnx(str(path))
     assert _conv_flops(g) == CONV_FLOPS
     assert not g.graph["unknown_ops"]
+
+
+def test_jax_prices_the_convolutions_as_torch() -> None:
+    """The same net in JAX (NCHW, its bias an add apart): conv_general_dilated's three calls
+    give the hand count without the bias; conv_transpose's input dilation is the transpose."""
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    from graphs.importers import from_jax
+
+    def net(x, w1, w2, w3):
+        y = jax.lax.conv_general_dilated(x, w1, (1, 1), "SAME")
+        y = jax.lax.conv_general_dilated(y, w2, (1, 1), "VALID", feature_group_count=16)
+        return jax.lax.conv_transpose(y, w3, (2, 2), "VALID", dimension_numbers=("NCHW", "HWIO", "NCHW"))
+
+    args = (
+        jnp.ones((2, 3, 32, 32)),
+        jnp.ones((16, 3, 3, 3)),
+        jnp.ones((16, 1, 3, 3)),
+        jnp.ones((2, 2, 16, 4)),
+    )
+    g = from_jax(net, *args, weights=(1, 2, 3))
+    assert not g.graph["unknown_ops"]
+    assert _conv_flops(g) == CONV_FLOPS - 32_768  # the conv's bias is not in this net

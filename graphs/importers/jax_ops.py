@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import sympy
 
+from costmodel.errors import CostModelError
 from costmodel.keys import Role
 
 from .ops import elementwise_mapped, numel
 from .table import Mapped, OpView, register_import
 
-__all__ = ["logistic", "integer_pow", "dot_general", "dynamic_update_slice"]
+__all__ = ["logistic", "integer_pow", "dot_general", "dynamic_update_slice", "conv_general_dilated"]
 
 
 @register_import(jax="logistic")
@@ -56,3 +57,34 @@ def dynamic_update_slice(v: OpView) -> Mapped:
     params = {"elements": numel(update), "dtype": update.dtype.name, "out_dtype": operand.dtype.name}
     free = {i: 0 for i in range(len(v.ins)) if i != 1}
     return Mapped("copy", params, v.ins, free, role=Role.VIEW)
+
+
+@register_import(jax="conv_general_dilated")
+def conv_general_dilated(v: OpView) -> Mapped:
+    """XLA's convolution -> ``conv``, its axes read from ``dimension_numbers`` (``lhs_spec``: batch,
+    feature, spatial; ``rhs_spec``: out feature, in feature, spatial; ``out_spec`` as lhs), the
+    groups from ``feature_group_count``. An input dilated by ``lhs_dilation`` (``conv_transpose``'s
+    lowering) is priced as a transposed convolution, each input scattered into ``C_out/g * k``
+    outputs (the zeros between inputs are not multiplied), as torch's and ONNX's transposes are."""
+    dn = v.scalar(None, "dimension_numbers")
+    if int(v.scalar(None, "batch_group_count", 1)) != 1:
+        raise CostModelError(
+            f"conv_general_dilated with batch_group_count {v.scalar(None, 'batch_group_count')} (a gradient's "
+            "convolution) has no cost mapping; allowed: 1"
+        )
+    x, w, out = v.ins[0][1], v.ins[1][1], v.out
+    lhs, rhs, osp = dn.lhs_spec, dn.rhs_spec, dn.out_spec
+    params = {
+        "batch": x.shape[lhs[0]],
+        "in_channels": x.shape[lhs[1]],
+        "out_channels": out.shape[osp[1]],
+        "in_size": sympy.Mul(*(x.shape[i] for i in lhs[2:])),
+        "out_size": sympy.Mul(*(out.shape[i] for i in osp[2:])),
+        "kernel_size": sympy.Mul(*(w.shape[i] for i in rhs[2:])),
+        "groups": int(v.scalar(None, "feature_group_count", 1)),
+        "transposed": any(int(d) > 1 for d in (v.scalar(None, "lhs_dilation") or ())),
+        "dtype": x.dtype.name,
+        "w_dtype": w.dtype.name,
+        "out_dtype": out.dtype.name,
+    }
+    return Mapped("conv", params, v.ins, role=Role.LINEAR)
