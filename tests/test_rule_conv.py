@@ -116,3 +116,26 @@ def test_jax_prices_the_convolutions_as_torch() -> None:
     g = from_jax(net, *args, weights=(1, 2, 3))
     assert not g.graph["unknown_ops"]
     assert _conv_flops(g) == CONV_FLOPS - 32_768  # the conv's bias is not in this net
+
+
+@pytest.mark.slow
+def test_inductor_audit_counts_a_convolution_once() -> None:
+    """Inductor runs a CPU convolution as two layout copies (input, weight) and a library call,
+    all three with the convolution as their origin: each kernel was priced with its FLOPs
+    (3 x 225,280). The library call does them; the copies only move bytes."""
+    torch = pytest.importorskip("torch")
+    from graphs.importers.inductor_audit import inductor_audit
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c = torch.nn.Conv2d(3, 8, 3, padding=1)
+
+        def forward(self, x):
+            return torch.relu(self.c(x)) + 1
+
+    a = inductor_audit(Net().eval(), (torch.randn(2, 3, 16, 16),), "h100")
+    conv = 2 * 2 * 8 * 256 * 3 * 9 + 2 * 8 * 256  # the products and the bias add: 225,280
+    assert [k.flops for k in a.kernels if "convolution" in k.ops and k.kind == "extern"] == [conv]
+    # in all: the convolution once, relu and + 1 one op per output element each
+    assert sum(k.flops for k in a.kernels) == conv + 2 * (2 * 8 * 256)
