@@ -139,3 +139,72 @@ def test_inductor_audit_counts_a_convolution_once() -> None:
     assert [k.flops for k in a.kernels if "convolution" in k.ops and k.kind == "extern"] == [conv]
     # in all: the convolution once, relu and + 1 one op per output element each
     assert sum(k.flops for k in a.kernels) == conv + 2 * (2 * 8 * 256)
+
+
+def test_pool_by_hand() -> None:
+    # 2x2 max pool, 2 x 16 channels, 32x32 -> 16x16, fp32: 4 inputs combined per output
+    p = op_cost("pool", outputs=2 * 16 * 256, combines=4 * 2 * 16 * 256, inputs=2 * 16 * 1024, dtype="fp32")
+    assert p.flops == 32_768 and p.bytes == 4 * 2 * 16 * 1024 + 4 * 2 * 16 * 256  # 131,072 + 32,768
+    # the same returning int64 indices: 8 more bytes per output
+    q = op_cost(
+        "pool", outputs=8192, combines=32_768, inputs=32_768, dtype="fp32", index_dtype="int64"
+    )  # fmt: skip
+    assert q.bytes == p.bytes + 8 * 8192
+
+
+def _pool_net():
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class Pools(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mp = nn.MaxPool2d(3, stride=2)  # 2 x 4 x 11 x 11 -> 5 x 5, 9 inputs each
+            self.ap = nn.AdaptiveAvgPool2d(3)  # 5 -> 3: windows of 2, 3, 2 per dimension
+
+        def forward(self, x):
+            return self.ap(self.mp(x))
+
+    return torch, Pools().eval(), torch.randn(2, 4, 11, 11)
+
+
+def _pool_flops(g) -> list[int]:
+    return sorted(int(g.nodes[n]["cost"].flops) for n in g if g.nodes[n].get("op") == "pool")
+
+
+# by hand: max pool 2*4*25 outputs x 9 = 1,800; adaptive 5 -> 3 covers (2 + 3 + 2)^2 = 49 inputs per
+# (image, channel): 2*4*49 = 392 (not 2*4*25: the windows overlap by one)
+POOL_FLOPS = [392, 1800]
+
+
+def test_torch_export_and_onnx_price_pools_alike(tmp_path) -> None:
+    torch, net, x = _pool_net()
+    from graphs.importers import from_exported_program
+
+    ep = torch.export.export(net, (x,))
+    assert _pool_flops(from_exported_program(ep)) == POOL_FLOPS
+    assert _pool_flops(from_exported_program(ep.run_decompositions())) == POOL_FLOPS  # with indices
+    pytest.importorskip("onnx")
+    from graphs.importers import from_onnx
+
+    # ONNX has no adaptive pool of 5 -> 3 (the exporter refuses it): the max pool, then a global
+    # average pool (GlobalAveragePool), 2*4*25 = 200
+    glob = torch.nn.Sequential(net.mp, torch.nn.AdaptiveAvgPool2d(1))
+    path = tmp_path / "pools.onnx"
+    torch.onnx.export(glob, (x,), str(path), dynamo=False)
+    g = from_onnx(str(path))
+    assert not g.graph["unknown_ops"]
+    assert (
+        _pool_flops(g) == [200, 1800] == _pool_flops(from_exported_program(torch.export.export(glob, (x,))))
+    )
+
+
+def test_jax_reduce_window_is_a_pool() -> None:
+    jax = pytest.importorskip("jax")
+    from graphs.importers import from_jax
+
+    def mp(x):
+        return jax.lax.reduce_window(x, -jax.numpy.inf, jax.lax.max, (1, 1, 3, 3), (1, 1, 2, 2), "VALID")
+
+    g = from_jax(mp, jax.numpy.ones((2, 4, 11, 11)))
+    assert _pool_flops(g) == [1800] and not g.graph["unknown_ops"]

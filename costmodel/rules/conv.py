@@ -1,4 +1,4 @@
-"""Convolution: ``conv`` (1-D, 2-D, 3-D, grouped, depthwise, transposed).
+"""Convolution and pooling: ``conv`` (1-D, 2-D, 3-D, grouped, depthwise, transposed), ``pool``.
 
 Convention (DESIGN.md): a multiply-accumulate is 2 FLOPs on the tensor unit (an implicit GEMM);
 each operand is read once and the output written once (the ideal: no halo re-reads).
@@ -7,13 +7,13 @@ each operand is read once and the output written once (the ideal: no halo re-rea
 from __future__ import annotations
 
 from ..cost import Cost
-from ..dtypes import DTypeLike
+from ..dtypes import DTypeLike, dtype_bytes
 from ..errors import RuleArgumentError
 from ..symbols import check_dim
 from .linear import operand_bytes
 from .registry import register_rule
 
-__all__ = ["conv"]
+__all__ = ["conv", "pool"]
 
 
 @register_rule("conv")
@@ -81,3 +81,39 @@ def conv(
     if bias:
         cost += Cost.compute("vector", "fp32", b * cout * n_out) + Cost.traffic(read=o_b * cout)
     return cost
+
+
+@register_rule("pool")
+def pool(
+    *,
+    outputs: object,
+    combines: object,
+    inputs: object,
+    dtype: DTypeLike = "bf16",
+    out_dtype: DTypeLike | None = None,
+    index_dtype: DTypeLike | None = None,
+) -> Cost:
+    """A windowed reduction (max or average pooling, global or adaptive) writing ``outputs``
+    elements: ``combines`` input elements in all under the windows (``outputs * prod(kernel)``
+    for a fixed kernel); the input is read once.
+
+    .. math::
+
+        F_\\text{vector} = \\text{combines}, \\qquad
+        D = b\\,\\text{inputs} + o\\,\\text{outputs} \\;(+\\; i\\,\\text{outputs})
+
+    ``index_dtype``: a max pool that also returns each maximum's index writes one of those per
+    output. A window over padding counts its padded positions (the usual convention).
+
+    >>> int(pool(outputs=2 * 16 * 16 * 16, combines=4 * 2 * 16 * 16 * 16, inputs=2 * 16 * 32 * 32,
+    ...          dtype="fp32").bytes)
+    163840
+    """
+    n_out, n_in = check_dim(outputs, "outputs"), check_dim(inputs, "inputs")
+    work = check_dim(combines, "combines")
+    b = dtype_bytes(dtype, "dtype")
+    o = dtype_bytes(out_dtype if out_dtype is not None else dtype, "out_dtype")
+    written = o * n_out + (dtype_bytes(index_dtype, "index_dtype") * n_out if index_dtype is not None else 0)
+    return (
+        Cost.compute("vector", "fp32", work) + Cost.traffic(read=b * n_in, write=written) + Cost.launches(1)
+    )

@@ -155,7 +155,7 @@ def _schema_index(target: Any, name: str | None) -> int | None:
 def _scalars(n: Any) -> Any:
     """``scalar(index, name)`` of an FX node: keyword ``name``, else positional: at ``name``'s
     place in the op's schema when the op has one (an ATen overload), else at ``index`` (a Python
-    function of a plain ``torch.fx`` trace); a number, else None."""
+    function of a plain ``torch.fx`` trace); a number or a tuple of whole numbers, else None."""
 
     def get(index: int | None, name: str | None) -> Any:
         at = _schema_index(n.target, name)
@@ -164,6 +164,8 @@ def _scalars(n: Any) -> Any:
         v = n.kwargs.get(name) if name is not None and name in n.kwargs else None
         if v is None and index is not None and index < len(n.args):
             v = n.args[index]
+        if isinstance(v, (list, tuple)) and v and all(type(x) is int for x in v):
+            return tuple(v)  # a size list (a pool's kernel_size)
         return v if isinstance(v, (bool, int, float)) else None
 
     return get

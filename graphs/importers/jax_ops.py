@@ -14,7 +14,14 @@ from costmodel.keys import Role
 from .ops import elementwise_mapped, numel
 from .table import Mapped, OpView, register_import
 
-__all__ = ["logistic", "integer_pow", "dot_general", "dynamic_update_slice", "conv_general_dilated"]
+__all__ = [
+    "logistic",
+    "integer_pow",
+    "dot_general",
+    "dynamic_update_slice",
+    "conv_general_dilated",
+    "reduce_window",
+]
 
 
 @register_import(jax="logistic")
@@ -88,3 +95,13 @@ def conv_general_dilated(v: OpView) -> Mapped:
         "out_dtype": out.dtype.name,
     }
     return Mapped("conv", params, v.ins, role=Role.LINEAR)
+
+
+@register_import(jax=("reduce_window_max", "reduce_window_min", "reduce_window_sum"))
+def reduce_window(v: OpView) -> Mapped:
+    """``lax.reduce_window`` (flax's pools): each output combines ``prod(window_dimensions)`` inputs."""
+    x, out = v.ins[0][1], v.out
+    window = sympy.Mul(*(int(d) for d in v.scalar(None, "window_dimensions")))
+    params = {"outputs": numel(out), "combines": numel(out) * window, "inputs": numel(x), "dtype": x.dtype.name,
+              "out_dtype": out.dtype.name}  # fmt: skip
+    return Mapped("pool", params, v.ins[:1])

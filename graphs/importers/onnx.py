@@ -14,6 +14,7 @@ onto the rule registry through the op table shared with the torch importer
   ``q_num_heads`` / ``kv_num_heads`` attributes; the ``present_key`` / ``present_value``
   outputs are not priced apart (an engine appends the new keys in place);
 * ``Conv`` / ``ConvTranspose`` -> ``conv`` (grouped and depthwise by the weight's shape);
+  ``MaxPool``, ``AveragePool``, ``GlobalAveragePool``, ``GlobalMaxPool`` -> ``pool``;
 * arithmetic, comparisons, activations -> ``elementwise`` with the same
   per-op vector/SFU counts as the ATen names (:data:`graphs.importers.ops.ELEMENTWISE_OPS`);
 * ``Softmax`` -> ``softmax``; ``Reduce*`` -> ``reduction``;
@@ -679,6 +680,8 @@ def _add(
         if key is not None:
             for a in node.attribute:
                 if a.name == key:
+                    if a.type == 7:  # INTS (a pool's kernel_shape)
+                        return tuple(a.ints)
                     return a.i if a.type == 2 else (a.f if a.type == 1 else None)
         if index is not None and index < len(node.input):
             return consts.get(node.input[index])

@@ -8,7 +8,7 @@ One function per op family, registered once for every frontend (see
   right operand is 2-D, else ``batched_gemm``; each operand at its own dtype;
 * convolutions (``conv1d``/``conv2d``/``conv3d``, their transposes, ``convolution``, the
   ``ConvNd`` modules of a plain fx trace, ONNX ``Conv``/``ConvTranspose``) -> ``conv``, the
-  groups read from the weight's shape;
+  groups read from the weight's shape; max, average and adaptive pools -> ``pool``;
 * SDPA and ONNX ``Attention`` -> ``attention``; ``is_causal`` counts the
   causal pairs, an explicit mask counts the full score matrix (the kernel
   computes it) unless the importer is told masks are causal; the mask's edge
@@ -275,6 +275,70 @@ def conv_transpose(v: OpView) -> Mapped:
 def aten_convolution(v: OpView) -> Mapped:
     # (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     return _conv(v, transposed=bool(v.scalar(6, "transposed", False)))
+
+
+def _pool(v: OpView, window: Any) -> Mapped:
+    """``pool`` of ``v``'s input; ``window``: the inputs each output combines (on average)."""
+    x, out = v.ins[0][1], v.outs[0]
+    params = {
+        "outputs": numel(out),
+        "combines": sympy.simplify(numel(out) * window),
+        "inputs": numel(x),
+        "dtype": x.dtype.name,
+        "out_dtype": out.dtype.name,
+        "index_dtype": v.outs[1].dtype.name if len(v.outs) > 1 else None,
+    }
+    return Mapped("pool", params, v.ins[:1])
+
+
+def _kernel(v: OpView, index: int | None, name: str, spatial: int) -> Any:
+    """The window's size from a pool's ``kernel_size`` / ``kernel_shape`` (one int: every spatial
+    dimension); an op that does not state it as constants is refused, naming it."""
+    k = v.scalar(index, name)
+    if isinstance(k, int) and not isinstance(k, bool):
+        k = (k,) * spatial
+    if not isinstance(k, tuple) or not k or any(d < 1 for d in k):
+        raise CostModelError(f"pooling: {name} must be whole numbers >= 1, got {k!r}")
+    return sympy.Mul(*k)
+
+
+@register_import(
+    aten=("max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "max_pool3d_with_indices",
+          "avg_pool1d", "avg_pool2d", "avg_pool3d"),
+    onnx=("MaxPool", "AveragePool"),
+)  # fmt: skip
+def window_pool(v: OpView) -> Mapped:
+    """A pool of a stated kernel: each output combines ``prod(kernel)`` inputs."""
+    spatial = len(v.out.shape) - 2 if len(v.out.shape) > 2 else len(v.out.shape) - 1
+    return _pool(v, _kernel(v, 1, "kernel_size", spatial) if v.scalar(None, "kernel_shape") is None
+                 else _kernel(v, None, "kernel_shape", spatial))  # fmt: skip
+
+
+def _adaptive_window(x: Tensor, out: Tensor) -> Any:
+    """Inputs per output of an adaptive (or global) pool over the trailing dims ``out`` resizes:
+    output ``i`` of ``n`` over ``m`` inputs spans ``floor(i*m/n)`` to ``ceil((i+1)*m/n)``, summed
+    exactly when the sizes are numbers; ``m/n`` per dimension otherwise (exact when ``n`` divides ``m``)."""
+    total: Any = sympy.Integer(1)
+    for m, n in zip(x.shape[::-1], out.shape[::-1], strict=False):
+        if m == n:
+            continue
+        if m.is_Integer and n.is_Integer:
+            mi, ni = int(m), int(n)
+            spans = sum(-(-(i + 1) * mi // ni) - (i * mi // ni) for i in range(ni))
+            total *= sympy.Rational(spans, ni)
+        else:
+            total *= m / n
+    return total
+
+
+@register_import(
+    aten=("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d",
+          "_adaptive_avg_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d"),
+    onnx=("GlobalAveragePool", "GlobalMaxPool"),
+)  # fmt: skip
+def adaptive_pool(v: OpView) -> Mapped:
+    """A pool to a stated output size: the windows cover the input (:func:`_adaptive_window`)."""
+    return _pool(v, _adaptive_window(v.ins[0][1], v.out))
 
 
 # ---------------------------------------------------------------- attention
