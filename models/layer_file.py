@@ -47,6 +47,7 @@ from .config import ModelConfig
 from .context import context_limit
 from .fields import INT_MAX, ModelConfigError
 from .layers import LayerSpec, uniform_layout
+from .sources import MAX_NAME
 from .specs import spec_classes
 
 __all__ = ["config_from_layer_file", "to_layer_file", "is_layer_file", "LAYER_FILE_KEYS", "LAYER_FILE_FAMILY"]
@@ -158,7 +159,7 @@ def _checked(key: str, value: Any, kind: str, name: str) -> Any:
         "int": whole,
         "bool": isinstance(value, bool),
         "number": isinstance(value, int | float) and not isinstance(value, bool),
-        "str": isinstance(value, str) and not has_controls(value),
+        "str": isinstance(value, str) and not has_controls(value) and len(value) <= MAX_NAME,
         # as a config.json's weight_block_size (models.quantization): rows and columns >= 1
         "pair": isinstance(value, list)
         and len(value) == 2
@@ -172,7 +173,7 @@ def _checked(key: str, value: Any, kind: str, name: str) -> Any:
             "int": whole_want,
             "bool": "true or false",
             "number": "a number",
-            "str": "a string of printable characters (no newline, tab or control)",
+            "str": f"a string of printable characters (no newline, tab or control), at most {MAX_NAME} of them",
             "pair": f"two whole numbers [rows, columns] from 1 to {INT_MAX}",
         }[kind]
         raise ModelConfigError(f"{name}: layer file field {key!r} must be {want}, got {value!r:.60}")
@@ -222,10 +223,10 @@ def config_from_layer_file(data: Mapping[str, Any], name: str = "model", source:
     if not isinstance(data, Mapping):
         raise ModelConfigError(f"{name}: a layer file must be a JSON object")
     given = data.get("name", name)
-    if not isinstance(given, str) or not given or has_controls(given):
+    if not isinstance(given, str) or not given or has_controls(given) or len(given) > MAX_NAME:
         raise ModelConfigError(
             f"{name}: layer file field 'name' must be a non-empty string of printable characters "
-            f"(no newline, tab or control), got {given!r:.60}"
+            f"(no newline, tab or control), at most {MAX_NAME} of them, got {given!r:.60}"
         )
     name = given
     kinds = _fields()

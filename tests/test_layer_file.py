@@ -94,6 +94,13 @@ def test_a_new_field_reaches_the_model_and_context_limits_apply(tmp_path: Path) 
         ),
         ({"weight_scale_block": [128, 10**30]}, r"'weight_scale_block' must be two whole numbers"),
         ({"source": "x\x1b[2J"}, "'source' must be a string of printable characters"),
+        # a model name is at most 500 characters wherever it comes from (models.sources.MAX_NAME):
+        # a 100,000-character name was printed whole in every report line that names the model
+        (
+            {"name": "n" * 501},
+            "'name' must be a non-empty string of printable characters .*, at most 500 of them",
+        ),
+        ({"source": "s" * 501}, "'source' must be a string of printable characters .*, at most 500 of them"),
     ],
 )
 def test_bad_files_are_refused_in_one_line(change: dict[str, object], message: str) -> None:
