@@ -8,6 +8,7 @@ intermediate width 768, top-8, bf16) on H100 SXM (3.35 TB/s HBM3, NVIDIA's datas
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 from hypothesis import assume, given
@@ -259,8 +260,19 @@ def test_topology_refuses_what_a_group_cannot_be(kwargs, what):
 
 def test_a_dense_model_is_told_to_use_replicas():
     reqs = [Request(rid=0, arrival_s=0.0, prompt=10, output=2)]
-    with pytest.raises(CostModelError, match="use replicas"):
+    with pytest.raises(CostModelError, match=r"use replicas instead \(--replicas on the command line"):
         simulate("llama-3.1-8b", DEVICE, reqs, topology=Topology(dp=2))
+
+
+def test_the_command_line_names_the_flag_a_dense_model_takes(capsys):
+    """docs/serving.md names `--replicas` for independent copies; `simulate --dp 2` on a dense model
+    said "use replicas instead" without the flag."""
+    from graphs.cli import main
+
+    assert main(["simulate", "llama-3.1-8b", "--device", "h100", "--dp", "2", "--rate", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--replicas" in err and len(err.strip().splitlines()) == 1
+    assert "--replicas" in (Path(__file__).parents[1] / "docs" / "serving.md").read_text()
 
 
 def test_devices_count_every_rank():

@@ -1050,7 +1050,8 @@ def check_group(dp: int, moe: bool, expert_parallel: bool = False) -> None:
     if not moe and dp > 1:
         raise CostModelError(
             "data-parallel attention (dp > 1) synchronises MoE layers across ranks; for a dense model "
-            "the ranks are independent replicas: use replicas instead"
+            "the ranks are independent replicas: use replicas instead (--replicas on the command line, "
+            "Topology(replicas=...) from Python)"
         )
     if not moe and expert_parallel:
         raise CostModelError("expert parallelism spreads a mixture-of-experts model's experts: this model has none")
