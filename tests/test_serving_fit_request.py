@@ -44,6 +44,17 @@ def _req(**kw):
         ({"predict": "vllm", "fp8_scales": "sometimes"}, "--fp8-scales"),
         ({"terms": ("kernel_scale", "bogus")}, "--terms: 'bogus' is not a term; terms: kernel_scale,"),
         ({"terms": ()}, "--terms must name at least one term"),
+        # a term given twice was fitted as two columns: one copy ended at the bound (kernel_scale
+        # 1.4853 printed "held at its bound 1"); an empty name (--terms "") fitted the defaults
+        (
+            {"terms": ("kernel_scale", "kernel_scale")},
+            "--terms names 'kernel_scale' 2 times; give each term once",
+        ),
+        ({"terms": ("",)}, "--terms '' has an empty term name"),
+        (
+            {"terms": ("kernel_scale", "", "request_s")},
+            "--terms 'kernel_scale,,request_s' has an empty term name",
+        ),
         ({"holdout": "3,fast"}, "--holdout must be 'none' or a comma list of rates (req/s), got 'fast'"),
         ({"results": ()}, "at least one RESULT file"),
         ({"results": ["a.csv"]}, "at least one RESULT file"),
@@ -55,6 +66,29 @@ def test_the_request_refuses_each_bad_setting_in_one_line(kw, words):
     with pytest.raises(CostModelError) as err:
         _req(**kw)
     assert words in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("terms", ["", "kernel_scale,kernel_scale", " , "])
+def test_the_command_line_refuses_empty_or_repeated_terms(tmp_path, capsys, terms):
+    """``--terms ""`` was taken as no option at all (the default terms fitted, silently), and
+    ``--terms kernel_scale,kernel_scale`` fitted one term as two columns: refused, rc 2, one line,
+    before any result file is read (this one does not exist) or the fit file written."""
+    from graphs.cli import main
+
+    out = tmp_path / "fit.json"
+    argv = ["calibrate", "serving", str(tmp_path / "none.csv"), "--model", M, "--device", "h100"]
+    assert main([*argv, "-o", str(out), "--terms", terms]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "--terms" in err and ("empty term name" in err or "give each term once" in err)
+    assert not out.exists()
+
+
+def test_fit_serving_refuses_a_term_named_twice():
+    """The library call too: two Jacobian columns of one term leave one copy at its bound."""
+    from graphs.serving.planning.serving_fit import fit_serving
+
+    with pytest.raises(CostModelError, match="name 'iteration_s' 2 times"):
+        fit_serving([], lambda *a: None, base=EngineOverheads(), terms=("iteration_s", "iteration_s"))
 
 
 def test_the_output_file_is_checked_when_built(tmp_path):

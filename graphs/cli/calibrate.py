@@ -160,7 +160,8 @@ def request_of(args: argparse.Namespace) -> Any:
         predict=args.predict,
         fp8_scales=args.fp8_scales,
         holdout=args.holdout,
-        **({"terms": tuple(t.strip() for t in args.terms.split(","))} if args.terms else {}),
+        # given, even empty: "" is refused by the request, never read as the default terms
+        **({"terms": tuple(t.strip() for t in args.terms.split(","))} if args.terms is not None else {}),
         seed=args.seed,
         max_requests=args.max_requests,
         profile=profile_of(args),

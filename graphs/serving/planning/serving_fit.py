@@ -629,6 +629,11 @@ def fit_serving(
     unknown = [t for t in terms if t not in TERMS]
     if unknown or not terms:
         raise CostModelError(f"terms to fit must be some of {', '.join(TERMS)}, got {list(terms)!r}")
+    if len(set(terms)) < len(terms):  # two columns of one term: one copy ends at its bound, falsely said
+        twice = next(t for t in terms if list(terms).count(t) > 1)
+        raise CostModelError(
+            f"terms to fit name {twice!r} {list(terms).count(twice)} times; give each term once"
+        )
     if isinstance(bins, bool) or not isinstance(bins, int) or bins < 1:
         raise CostModelError(f"bins must be a positive whole number, got {bins!r}")
     bad = [m for m in metrics if m not in METRICS]

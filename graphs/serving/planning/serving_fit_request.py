@@ -160,9 +160,18 @@ class ServingFitRequest:
                 )
         if not isinstance(self.terms, tuple) or not self.terms:
             raise CostModelError(f"--terms must name at least one term of {', '.join(TERMS)}")
+        if any(t == "" for t in self.terms):  # "" or "a,,b": a name left out, not the default terms
+            raise CostModelError(
+                f"--terms {','.join(map(str, self.terms))[:80]!r} has an empty term name; terms: {', '.join(TERMS)}"
+            )
         bad = [t for t in self.terms if t not in TERMS]
         if bad:
             raise CostModelError(f"--terms: {str(bad[0])[:40]!r} is not a term; terms: {', '.join(TERMS)}")
+        twice = next((t for t in self.terms if self.terms.count(t) > 1), None)
+        if twice is not None:  # one column twice: the fit would hold one copy at its bound, said so
+            raise CostModelError(
+                f"--terms names {twice!r} {self.terms.count(twice)} times; give each term once"
+            )
         if not isinstance(self.allow_long_context, bool):
             raise CostModelError(
                 f"allow_long_context must be True or False, got {str(self.allow_long_context)[:40]!r}"
