@@ -463,6 +463,53 @@ def test_calibrate_gpu_bad_outputs_are_one_line_errors(tmp_path, capsys, monkeyp
     assert err.strip().splitlines() == [f"costmodel: error: {message}"]
 
 
+@pytest.mark.parametrize(
+    "device, message",
+    [
+        # docs/validation.md: "A device without measurements (--device mi300x) is never labelled
+        # calibrated"; the file was written as "Calibrated from mi300x", every NVIDIA GPU's GEMM
+        # fits pooled and its FP8 roof scaled by their e_c 0.765
+        ("mi300x", "--device: device 'mi300x' (mi300x) has no measured data; measured: a100-sxm-80gb,"),
+        ("h100,h200", "--device takes one device, got 'h100,h200'"),
+    ],
+)
+def test_calibrate_gpu_refuses_a_device_it_has_no_measurements_of(
+    tmp_path, capsys, monkeypatch, device, message
+):
+    monkeypatch.chdir(tmp_path)
+    assert main(["calibrate", "gpu", "--device", device, "--out", "spec.json"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines()[0].startswith(f"costmodel: error: {message}")
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "spec.json").exists()
+
+
+def test_calibrated_spec_refuses_a_device_without_gemm_rows():
+    """The library, too: no pooled fits of other devices under this one's name."""
+    pytest.importorskip("pandas")
+    from costmodel.measured.corpus import MeasuredDataError
+    from costmodel.measured.report import calibrated_spec
+
+    with pytest.raises(MeasuredDataError, match="'mi300x' has no measured GEMM kernels to calibrate it"):
+        calibrated_spec("mi300x", "vllm")
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        ("--families=", "family '' not measured"),
+        ("--devices=", "--devices '' has an empty device name"),
+        ("--params=", "--params must be DEVICE or DEVICE:FRAMEWORK, got ''"),
+        ("--plot-dir=", "--plot-dir '' cannot be made a folder"),
+    ],
+)
+def test_calibrate_report_refuses_an_empty_option(capsys, option, message):
+    """An empty option was read as not given: every family, every device, no plots, no
+    parameters, each silently (--families "" ran the whole report)."""
+    assert main(["calibrate", "report", option, "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and message in err[0]
+
+
 def test_two_outputs_to_one_path_are_refused_before_the_work(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = ["simulate", "tiny", "--rate", "2", "--requests", "5", "--quiet"]

@@ -119,13 +119,43 @@ def params_markdown(device: str, framework: str, families: tuple[str, ...] = FAM
 
 
 def calibrated_spec(device: str, framework: str, *, name: str | None = None) -> dict[str, Any]:
-    """A catalog-layout hardware file of ``device`` scaled by its fits for ``framework`` (module doc)."""
+    """A catalog-layout hardware file of ``device`` scaled by its fits for ``framework`` (module doc).
+
+    Only a device's own GEMM measurements calibrate it: a device (or framework) the corpus has no
+    GEMM rows of is refused, never given the other devices' pooled fits under its own name.
+
+    Parameters
+    ----------
+    device : str
+        Catalog device name or alias, one the corpus measured.
+    framework : str
+        The framework whose kernels are fitted (vllm, sglang, trtllm).
+    name : str, optional
+        The device's name in the file (default ``<device>-<framework>-calibrated``).
+
+    Returns
+    -------
+    dict
+        ``{"devices": {name: spec}}``.
+
+    Raises
+    ------
+    MeasuredDataError
+        When the corpus holds no GEMM rows of ``device`` for ``framework``.
+    """
     hw = get_device(device)
     spec = hw.to_dict()
     name = name or f"{hw.name}-{framework}-calibrated"
-    gemm = fit_groups("gemm", [hw.name], framework) if hw.name in systems_with_data("gemm") else {}
+    measured = systems_with_data("gemm")
+    if hw.name not in measured:  # the others' fits pooled would be labelled as this device's
+        raise MeasuredDataError(
+            f"device {hw.name!r} has no measured GEMM kernels to calibrate it; measured: {', '.join(measured)}"
+        )
+    gemm = fit_groups("gemm", [hw.name], framework)
     if not gemm:
-        gemm = fit_groups("gemm", systems_with_data("gemm"), framework)
+        raise MeasuredDataError(
+            f"device {hw.name!r} has no measured GEMM kernels of {framework!r} to calibrate it"
+        )
     info = corpus_info()
     src = f"{info.cite()}: fitted efficiency for {framework}"
     # per dtype, the kernel fitted on the most rows stands for the precision

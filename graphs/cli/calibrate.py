@@ -46,7 +46,12 @@ def cmd_calibrate_gpu(args: argparse.Namespace) -> int:
     check_output_path(args.out, "--out", suffixes=HW_FILE_SUFFIXES)
     if args.name is not None:  # before the fit: the file must load under the name it prints
         check_device_name(args.name)
-    hw = get_device(args.device)
+    if "," in args.device:
+        from costmodel.errors import CostModelError
+
+        raise CostModelError(f"--device takes one device, got {args.device[:80]!r}")
+    (device,) = measured_devices(args.device, "--device")  # before the corpus loads: measured data only
+    hw = get_device(device)
     spec = calibrated_spec(hw.name, args.framework, name=args.name)
     with atomic_write(args.out, "--out", suffixes=HW_FILE_SUFFIXES) as f:  # never through a link
         json.dump(spec, f, indent=2)
@@ -102,9 +107,11 @@ def _params_of(text: str) -> tuple[str, str]:
 
 
 def cmd_calibrate_report(args: argparse.Namespace) -> int:
-    devs = measured_devices(args.devices) if args.devices else None  # before the corpus loads
-    params = _params_of(args.params) if args.params else None  # before the work, not after it
-    if args.plot_dir:  # before the report's work: the folder, and a file in it, can be written
+    # each option given, even empty, is checked ("" was read as not given: every family, every
+    # device, no plots, no parameters, each silently)
+    devs = measured_devices(args.devices) if args.devices is not None else None  # before the corpus loads
+    params = _params_of(args.params) if args.params is not None else None  # before the work, not after it
+    if args.plot_dir is not None:  # before the report's work: the folder, and a file in it, can be written
         import os
 
         from costmodel.errors import CostModelError
@@ -122,10 +129,10 @@ def cmd_calibrate_report(args: argparse.Namespace) -> int:
     from costmodel.measured import FAMILIES
     from costmodel.measured.report import build_report, params_markdown, scatter_plot, to_markdown
 
-    fams = tuple(args.families.split(",")) if args.families else FAMILIES
+    fams = tuple(f.strip() for f in args.families.split(",")) if args.families is not None else FAMILIES
     splits = tuple(args.splits.split(","))
     rep = build_report(fams, devs, splits, progress=_say(args.quiet))
-    if args.plot_dir:
+    if args.plot_dir is not None:
         import os
 
         for fam in fams:
