@@ -207,3 +207,80 @@ def test_read_predict_file_takes_typed_values(tmp_path):
     assert (bound.predict, bound.fp8_scales) == (None, None)
     with pytest.raises(CostModelError, match="fitted with the bound"):
         read_predict_file(str(f), predict="sglang")
+
+
+def _report_of(fit: ServingFit, held: tuple[int, ...] = ()):
+    """A report of ``fit`` over two hand-made runs (no simulation): what it prints is rendered
+    from the fit alone."""
+    from graphs.serving.present.serving_fit_report import ServingFitReport
+    from graphs.serving.sim.engine import EngineConfig
+
+    runs = tuple(
+        BenchRun(
+            f"run-{k}.csv",
+            float(k),
+            np.array([0.0, 1.0]),
+            np.array([100, 100]),
+            np.array([1, 1]),  # one output token each: no TPOT
+            np.array([0.05, 0.05]),
+            np.array([0.05, 0.05]),
+        )
+        for k in (2, 4)
+    )
+    req = ServingFitRequest(
+        ("run-2.csv", "run-4.csv"), "h100", terms=("kernel_scale", "iteration_s", "per_seq_s")
+    )
+    return ServingFitReport(req, get_model(M), fit, runs, held, "", EngineConfig())
+
+
+def test_json_carries_every_note_the_text_prints_beside_a_term():
+    """``--json`` lost what the text says beside a term with no standard error (held at the
+    roofline bound, not told apart from another) and the line that every error is in-sample:
+    ``term_notes`` and ``in_sample`` hold the text's own words."""
+    from graphs.serving.planning.serving_fit import RunError
+
+    nan = float("nan")
+    fit = ServingFit(
+        model=M,
+        device="h100-sxm",
+        tp=1,
+        predict=None,
+        overheads=EngineOverheads(kernel_scale=1.0, iteration_s=1e-3, per_seq_s=2e-5),
+        stderr={"kernel_scale": None, "iteration_s": None, "per_seq_s": None},
+        runs=[
+            RunError("run-2.csv", 2.0, True, 0.01, nan, 0.02),
+            RunError("run-4.csv", 4.0, True, -0.01, nan, 0.0),
+        ],
+        at_bound=("kernel_scale",),
+        collinear=(("iteration_s", "per_seq_s"),),
+    )
+    report = _report_of(fit)
+    text, doc = report.to_text(), report.to_dict()
+    said = doc["term_notes"]
+    assert set(said) == {"kernel_scale", "iteration_s", "per_seq_s"}
+    assert (
+        said["kernel_scale"]
+        == "held at its bound 1: the roofline (a smaller scale would price kernels below it)"
+    )
+    assert said["iteration_s"].startswith("not told apart from per_seq_s by these runs: every run sits at")
+    for words in said.values():
+        assert words in text
+    assert doc["in_sample"] and f"  {doc['in_sample']}" in text.splitlines()
+    assert "the error above is in-sample" in doc["in_sample"]
+    assert "TPOT     n/a  E2E   +2.0%  (run-2.csv)" in text  # every output one token: no TPOT
+    pytest.importorskip("plotly")
+    page = report.to_html()  # the page's table said "+nan" where the text says n/a
+    assert "+nan" not in page and "n/a" in page
+
+
+def test_json_says_nothing_is_in_sample_when_a_run_was_held_out():
+    fit = ServingFit(
+        model=M,
+        device="h100-sxm",
+        tp=1,
+        predict=None,
+        overheads=EngineOverheads(kernel_scale=1.2, iteration_s=1e-3, per_seq_s=2e-5),
+        stderr={"kernel_scale": 0.01, "iteration_s": 1e-4, "per_seq_s": 1e-6},
+    )
+    doc = _report_of(fit, held=(1,)).to_dict()
+    assert doc["in_sample"] is None and doc["term_notes"] == {}

@@ -170,7 +170,9 @@ class ServingFitReport:
         """The report as plain values (what ``calibrate serving --json`` prints): the fit file's
         path, the engine profile, the fit, the runs held out and why, the terms held at a bound,
         the pairs not told apart, the replay and what each summary-only run assumed (and each run's
-        requests of 0 prompt or 0 output tokens left out).
+        requests of 0 prompt or 0 output tokens left out), the notes, each term printed without a
+        standard error and the words said beside it (``term_notes``), and the in-sample note when no
+        run was held out (``in_sample``, else null): every note the text prints.
 
         Returns
         -------
@@ -200,7 +202,30 @@ class ServingFitReport:
                 if r.summary is not None or r.notes or r.left_out
             },
             "notes": self.notes(),  # what the text says of the replay: a program must not lose it
+            # each fitted term the text gives no standard error, and why (held at a bound, not
+            # told apart from another, not determined): the words the text prints beside it
+            "term_notes": {t: said for t, _, _, said in self.term_rows() if t not in self._with_stderr()},
+            "in_sample": self.in_sample_note(),
         }
+
+    def _with_stderr(self) -> set[str]:
+        """The fitted terms the text prints with a standard error (``+-``)."""
+        return {t for t, _, _, said in self.term_rows() if said.startswith("+- ")}
+
+    def in_sample_note(self) -> str | None:
+        """The note that no run was held out, so every error printed is in-sample (None when some
+        run was held out); the text's line and ``to_dict``'s ``in_sample``.
+
+        Returns
+        -------
+        str or None
+        """
+        if self.held:
+            return None
+        return (
+            f"no run held out ({self.why_held or 'fewer than three runs'}; give three or more runs, or "
+            "--holdout RATES): the error above is in-sample"
+        )
 
     def kernel_release_note(self) -> str | None:
         """With measured kernels, the note that the engine profile describes an earlier release of
@@ -304,11 +329,9 @@ class ServingFitReport:
                 f"  {what} {rate:>14s}  mean TTFT {_pct(r.ttft_err)}  TPOT {_pct(r.tpot_err)}  "
                 f"E2E {_pct(r.e2e_err)}  ({r.source})"
             )
-        if not held:
-            out.append(
-                f"  no run held out ({self.why_held or 'fewer than three runs'}; give three or more runs, or "
-                "--holdout RATES): the error above is in-sample"
-            )
+        in_sample = self.in_sample_note()
+        if in_sample:
+            out.append(f"  {in_sample}")
         if req.out is not None:
             out.append(self._use_line())
         return "\n".join(out)
@@ -353,9 +376,11 @@ class ServingFitReport:
                 "run": r.source,
                 "rate (req/s)": "all at once" if r.rate is None else f"{r.rate:.4g}",
                 "fitted": "fitted" if r.fitted else "held out",
-                "TTFT error %": f"{100 * r.ttft_err:+.1f}",
-                "TPOT error %": f"{100 * r.tpot_err:+.1f}",
-                "E2E error %": f"{100 * r.e2e_err:+.1f}",
+                # a metric the run has no value of (every output one token: no TPOT) is n/a, as in
+                # the text, never "+nan"
+                "TTFT error %": _pct(r.ttft_err).strip().rstrip("%"),
+                "TPOT error %": _pct(r.tpot_err).strip().rstrip("%"),
+                "E2E error %": _pct(r.e2e_err).strip().rstrip("%"),
             }
             for r in fit.runs
         ]
