@@ -486,3 +486,26 @@ def test_a_shared_prefix_longer_than_a_prompt_is_refused(tmp_path, capsys):
         "costmodel: error: shared prefix (--shared-prefix) 5,000 tokens is longer than 30 of run.csv's 30 "
         "prompts (the shortest 200 tokens): every prompt starts with the shared prefix; give at most 200"
     ]
+
+
+def test_a_summary_cut_to_its_first_requests_is_not_fitted_on_the_whole_runs_throughput(tmp_path):
+    """A summary states the whole run's throughput (``request_throughput``, completed / duration);
+    cut to its first requests (``--max-requests``) the replay of a window ends in a drain the run
+    did not have, so its throughput was fitted against the whole run's (a run at 12 req/s cut to
+    its first 10: 8.7 replayed against 12 stated, -27 %, absorbed by the terms). Its means and
+    medians are still fitted, the throughput not, and the note says so."""
+    from graphs.serving.planning.serving_fit import _observed
+    from graphs.serving.present.serving_fit_report import _cut_note
+
+    f = tmp_path / "sum.json"
+    doc = _summary(RATES[-1], np.random.default_rng(3))
+    f.write_text(json.dumps(doc))
+    (whole,) = read_results(str(f))
+    (cut,) = read_results(str(f), max_requests=10)
+    stated = [doc[k] / 1e3 for k in ("mean_ttft_ms", "median_ttft_ms", "mean_tpot_ms", "median_tpot_ms")]
+    assert _observed(whole).tolist() == pytest.approx([*stated, doc["request_throughput"]])
+    assert _observed(cut).tolist() == pytest.approx(stated)  # the file's own means, no throughput
+    assert _cut_note(cut) == (
+        f"sum.json holds {N:,} requests: the fit replays its first 10 by arrival (--max-requests); its stated "
+        "means are of all of them, and its stated throughput (the whole run's) is not fitted"
+    )

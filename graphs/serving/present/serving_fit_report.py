@@ -418,9 +418,14 @@ def _cut_note(run: BenchRun) -> str:
     -------
     str
     """
+    summary = (
+        "; its stated means are of all of them, and its stated throughput (the whole run's) is not fitted"
+        if run.summary is not None and run.summary.throughput_rps is not None
+        else ("; its stated means are of all of them" if run.summary is not None else "")
+    )
     return (
         f"{run.source} holds {run.in_file:,} requests: the fit replays its first {len(run.prompt):,} "
-        "by arrival (--max-requests)"
+        f"by arrival (--max-requests){summary}"
     )
 
 
