@@ -306,6 +306,30 @@ def test_hostile_result_files_get_one_line_errors(tmp_path, capsys, doc, message
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "internal error" not in err
 
 
+def test_a_number_too_long_to_read_is_named_in_the_users_words(tmp_path, capsys):
+    """A 5,000-digit integer in a result or fit file was refused with Python's own advice, "use
+    sys.set_int_max_str_digits() to increase the limit", which no command line takes; it says the
+    number's length (the file's own 5,000 digits)."""
+    from graphs.serving.planning.serving_fit import read_fit
+
+    f = tmp_path / "r.json"
+    f.write_text('{"ttfts": [' + "9" * 5000 + "]}")
+    fit = tmp_path / "fit.json"
+    fit.write_text('{"format": "costmodel-serving-fit", "tp": ' + "9" * 5000 + "}")
+    said = "is not valid JSON: a number of 5,000 digits (no count, length or time has so many)"
+    for read, path in ((read_results, f), (read_fit, fit)):
+        with pytest.raises(CostModelError) as err:
+            read(str(path))
+        assert said in str(err.value) and "sys." not in str(err.value)
+    assert (
+        main(
+            ["calibrate", "serving", str(f), "--model", M, "--device", "h100", "-o", str(tmp_path / "o.json")]
+        )
+        == 2
+    )
+    assert capsys.readouterr().err.strip() == f"costmodel: error: result file {str(f)!r} {said}"
+
+
 def test_a_csv_of_tiny_times_is_refused_before_any_overflow(tmp_path, capsys):
     """The reproducer: times of 1e-300 s printed NumPy overflow warnings, then an internal error."""
     rows = [(i * 1e-300, 100, 10, 1e-300, 2e-300) for i in range(31)]

@@ -88,6 +88,7 @@ __all__ = [
     "BenchRun",
     "CSV_COLUMNS",
     "CSV_PREFIX_COLUMNS",
+    "json_error",
     "Summary",
     "MAX_BYTES",
     "MAX_CSV_BYTES",
@@ -383,7 +384,29 @@ def _load_json(path: str) -> Any:
         first = data[:200].lstrip(b"\xef\xbb\xbf \t\r\n").split(b"\n", 1)[0]
         csv_like = first[:1] not in (b"{", b"[") and first.count(b",") >= 2
         hint = "; a per-request CSV must be named *.csv" if csv_like else ""
-        raise CostModelError(f"result file {path[:200]!r} is not valid JSON: {str(exc)[:200]}{hint}") from None
+        raise CostModelError(f"result file {path[:200]!r} is not valid JSON: {json_error(exc)}{hint}") from None
+
+
+def json_error(exc: BaseException) -> str:
+    """What a failed ``json.loads`` says, in a user's words: Python's own advice for a number of
+    more than 4,300 digits ("use sys.set_int_max_str_digits() to increase the limit") is not the
+    command line's, so that case names the number's length instead.
+
+    Parameters
+    ----------
+    exc : BaseException
+        The ``ValueError`` or ``RecursionError`` the parse raised.
+
+    Returns
+    -------
+    str
+        One line of at most about 200 characters.
+    """
+    text = str(exc)
+    digits = re.search(r"value has (\d+) digits", text)
+    if "integer string conversion" in text and digits:
+        return f"a number of {int(digits.group(1)):,} digits (no count, length or time has so many)"
+    return text[:200]
 
 
 def _bound(x: float) -> str:

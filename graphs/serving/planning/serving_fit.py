@@ -75,7 +75,7 @@ from ..sim.engine import EngineConfig
 from ..sim.simulator import Topology, simulate
 from ..step.mixed import mixed_step
 from ..step.workload import Workload
-from .bench_results import BenchRun
+from .bench_results import BenchRun, json_error
 from .executors import map_ordered, received, send_once
 
 __all__ = [
@@ -1132,7 +1132,7 @@ def read_fit(path: str) -> ServingFit:
     try:
         doc = json.loads(data, object_pairs_hook=unique_keys())
     except (ValueError, RecursionError) as exc:
-        raise CostModelError(f"{where} is not valid JSON: {str(exc)[:200]}") from None
+        raise CostModelError(f"{where} is not valid JSON: {json_error(exc)}") from None
     if not isinstance(doc, dict) or doc.get("format") != FIT_FORMAT:
         raise CostModelError(f"{where} is not a serving fit (format must be {FIT_FORMAT!r})")
     version = doc.get("version")
