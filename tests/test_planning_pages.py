@@ -3,8 +3,12 @@ inputs): each test asks the command a question and checks the answer against ano
 same command's ``--json`` or text, another command, the input itself)."""
 
 import contextlib
+import html
 import io
 import json
+import re
+
+import pytest
 
 from graphs.cli import main
 
@@ -33,3 +37,49 @@ def test_search_names_no_energy_winner_when_energy_is_not_an_objective():
     # the energy objective's winner uses less than any point the two-objective frontier holds
     assert least["energy_per_token_j"] < min(p["energy_per_token_j"] for p in plain["frontier"])
     assert least["device"] == "a100-sxm-80gb"
+
+
+def _page(tmp_path, *argv, code=0):
+    pytest.importorskip("plotly", reason="the html extra (plotly) is not installed")
+    path = tmp_path / "p.html"
+    out, _err = run_cli(*argv, "--html", str(path), code=code)
+    return out, path.read_text()
+
+
+def _rows(page: str, section: str) -> list[list[str]]:
+    """The cells of the first table after ``<h2>section</h2>``."""
+    part = page[page.index(f"<h2>{html.escape(section)}</h2>") :]
+    table = part[: part.index("</table>")]
+    return [re.findall(r"<td>(.*?)</td>", r) for r in re.findall(r"<tr>(<td>.*?)</tr>", table)]
+
+
+def test_the_search_pages_winners_carry_their_cost_and_missing_figures_read_as_the_text(tmp_path):
+    """``search --cost --html``: the winners' table under the plot had a "$/M output" column whose
+    every cell read ``None`` (the row was built without it), and a device without a price showed
+    ``None`` in the frontier's table where the text prints "no price". The winners' cells are now
+    their frontier rows' (``--json``), and a missing price reads as the text's words."""
+    argv = ("search", "llama-3.1-8b", "--devices", "h100", "--batches", "1..4", "--ctxs", "4096")
+    argv += ("--cost", "--quiet")
+    doc = json.loads(run_cli(*argv, "--json")[0])
+    _out, page = _page(tmp_path, *argv)
+    won = _rows(page, "Pareto frontier")
+    assert won and not [r for r in won if "None" in r]
+    by_batch = {p["batch"]: p for p in doc["frontier"]}
+    for row in won:  # #, wins, plan, batch, ... , $/M output last
+        assert row[-1] == f"{by_batch[int(row[3])]['usd_per_m_output']:.3g}"
+    argv = ("search", "llama-3.1-8b", "--devices", "l4", "--batches", "1,2", "--ctxs", "4096")
+    out, page = _page(tmp_path, *argv, "--cost", "--quiet")
+    assert "no price" in out
+    for table in ("Pareto frontier", "the frontier's points"):
+        cells = [r[-1] for r in _rows(page, table)]
+        assert cells and set(cells) == {"no price"}
+
+
+def test_the_search_page_says_why_its_frontier_is_empty(tmp_path):
+    """An empty frontier's page said "(no point on the frontier)" and nothing of why, where the
+    text says which SLO no point meets and by how much; the page now carries the printed lines."""
+    argv = ("search", "llama-3.1-8b", "--devices", "h100", "--batches", "1..8", "--ctxs", "4096")
+    out, page = _page(tmp_path, *argv, "--slo-tpot", "0.001", "--quiet")
+    why = [line.strip() for line in out.splitlines() if "no point meets the SLOs" in line]
+    assert len(why) == 1 and "> 0.001 s (--slo-tpot)" in why[0]
+    assert html.escape(why[0]) in page

@@ -465,11 +465,17 @@ _POINT_HEADINGS: dict[str, tuple[str, str]] = {
 
 
 def _point_row(p: dict[str, Any]) -> dict[str, Any]:
-    """A frontier point as the page shows it: numbers rounded to what they mean (TPOT in ms)."""
+    """A frontier point as the page shows it: numbers rounded to what they mean (TPOT in ms); a
+    metric its device has no figure for (no TDP: no energy; no price: no cost) in the text table's
+    words (:data:`graphs.serving.planning.cost.MISSING_CELLS`), never ``None`` or ``nan``."""
+    from ..planning.cost import MISSING_CELLS
+
     out: dict[str, Any] = {}
     for k, v in p.items():
         how = _POINT_HEADINGS.get(k, ("", ""))[1]
-        if not how or not isinstance(v, int | float) or isinstance(v, bool):
+        if k in MISSING_CELLS and (v is None or (isinstance(v, float) and math.isnan(v))):
+            out[k] = MISSING_CELLS[k]
+        elif not how or not isinstance(v, int | float) or isinstance(v, bool):
             out[k] = v
         elif how == "ms":
             out[k] = f"{1e3 * v:.3g}"
@@ -523,8 +529,9 @@ def _winners(result: Any) -> dict[Any, dict[str, dict[str, Any]]]:
     return {ctxs.pop() if len(ctxs) == 1 else "all": result.best} if result.best else {}
 
 
-def search_page(result: Any, *, command: str) -> str:
-    """A ``search`` page from a :class:`SearchResult`: its frontier per context, winners named.
+def search_page(result: Any, *, command: str, text: str = "") -> str:
+    """A ``search`` page from a :class:`SearchResult`: its frontier per context, winners named,
+    and the lines the command printed (its notes, and why a frontier is empty).
 
     Parameters
     ----------
@@ -532,6 +539,9 @@ def search_page(result: Any, *, command: str) -> str:
         The design search's points and frontier.
     command : str
         The command line that ran it.
+    text : str
+        What the command printed (:meth:`SearchReport.to_text`), shown as it reads on the
+        terminal; empty: no such section.
 
     Returns
     -------
@@ -585,8 +595,9 @@ def search_page(result: Any, *, command: str) -> str:
                 hovertemplate="%{customdata}<extra></extra>",
             )
         )
+    shown_keys = (*_POINT_KEYS, "usd_per_m_output")  # the winners' table has the frontier's columns
     won = [
-        {"#": n, "wins": " and ".join(names), **_point_row({k: p[k] for k in _POINT_KEYS if k in p})}
+        {"#": n, "wins": " and ".join(names), **_point_row({k: p[k] for k in shown_keys if k in p})}
         for n, names, p in labelled
     ]
     styled(
@@ -619,6 +630,8 @@ def search_page(result: Any, *, command: str) -> str:
         Section("Pareto frontier", parts, "the numbered stars: each objective's winner" if won else ""),
         Section("the frontier's points", (rows_table(shown, [("row", "row"), *cols]),)),
     ]
+    if text:  # the notes, what priced the steps and why a frontier is empty, as the text says them
+        sections.append(Section("report", (f"<pre>{html.escape(text)}</pre>",)))
     if result.beyond_domain:
         sections.append(
             Section(

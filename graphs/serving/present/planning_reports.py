@@ -107,7 +107,8 @@ class SearchReport:
         return self.result.verdict(self.request.slo_ttft, self.request.slo_tpot)
 
     def to_html(self, command: str = "") -> str:
-        """The ``search --html`` page (:func:`graphs.serving.present.html_studies.search_page`).
+        """The ``search --html`` page (:func:`graphs.serving.present.html_studies.search_page`),
+        with the lines :meth:`to_text` prints.
 
         Parameters
         ----------
@@ -121,7 +122,7 @@ class SearchReport:
         """
         from .html_studies import search_page
 
-        return search_page(self.result, command=command)
+        return search_page(self.result, command=command, text=self.to_text())
 
 
 def run_search(
