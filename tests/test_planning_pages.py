@@ -83,3 +83,23 @@ def test_the_search_page_says_why_its_frontier_is_empty(tmp_path):
     why = [line.strip() for line in out.splitlines() if "no point meets the SLOs" in line]
     assert len(why) == 1 and "> 0.001 s (--slo-tpot)" in why[0]
     assert html.escape(why[0]) in page
+
+
+@pytest.mark.parametrize(
+    ("one", "many"), [("--weight-dtype", "--weight-dtypes"), ("--kv-dtype", "--kv-dtypes")]
+)
+def test_sweep_refuses_a_dtype_beside_its_list(one, many, capsys):
+    """``sweep --weight-dtypes bf16,fp8 --weight-dtype int4`` swept bf16 and fp8 and dropped the
+    int4 without a word (each listed dtype replaces the model's at every point); the pair is now
+    refused in one line naming both flags and their values, and the one-element list it suggests
+    sweeps what the singular flag alone does."""
+    base = ("sweep", "llama-3.1-8b", "--batches", "1,64", "--ctxs", "1024", "--quiet")
+    assert main([*base, one, "int8", many, "bf16,fp8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert f"{one} 'int8' and {many} 'bf16,fp8' both given" in err
+    alone = json.loads(run_cli(*base, one, "int8", "--json")[0])["points"]
+    listed = json.loads(run_cli(*base, many, "int8", "--json")[0])["points"]
+    assert [p["tpot_s"] for p in alone] == [p["tpot_s"] for p in listed]
+    key = "weight_dtype" if one == "--weight-dtype" else "kv_dtype"
+    assert {p[key] for p in listed} == {"int8"}

@@ -361,6 +361,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     from .cached import sweep_forms as cached_forms
 
+    _refuse_both_dtypes(args)
     if args.csv:
         check_output_path(args.csv, "--csv", suffixes=CSV_SUFFIXES)  # before the work, not after it
     check_context(args, max(int_list(args.ctxs, "--ctxs")), "--ctxs")  # the longest, before any work
@@ -388,6 +389,23 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.csv and not args.json:
         print(f"all points written to {args.csv}")
     return 0
+
+
+def _refuse_both_dtypes(args: argparse.Namespace) -> None:
+    """``sweep`` takes the model's dtype (``--weight-dtype``, ``--kv-dtype``) and the lists it
+    sweeps (``--weight-dtypes``, ``--kv-dtypes``); each list replaces the model's dtype at every
+    point, so a singular flag given beside its list was dropped without a word
+    (``--weight-dtypes bf16,fp8 --weight-dtype int4`` swept no int4 point): refused, one line."""
+    from costmodel.errors import CostModelError
+
+    for one, many in (("weight_dtype", "weight_dtypes"), ("kv_dtype", "kv_dtypes")):
+        a, b = getattr(args, one, None), getattr(args, many, None)
+        if a and b:
+            flag, flags = "--" + one.replace("_", "-"), "--" + many.replace("_", "-")
+            raise CostModelError(
+                f"{flag} {a[:100]!r} and {flags} {b[:200]!r} both given: {flags} replaces the model's "
+                f"dtype at every point, so {flag} would be ignored; give one (a one-element {flags})"
+            )
 
 
 def add_phase_parsers(sub: Any) -> None:
