@@ -1,9 +1,10 @@
 """Output files: checked before any work, written atomically, named from the file name only.
 
 * :func:`check_output` refuses, with a one-line error naming the flag, a path whose folder does
-  not exist, is not a folder or is not writable, a path that is itself a folder, and a file name
-  whose suffix is not one the output is read back by (``suffixes``: a hardware file is read as
-  TOML unless it ends in ``.json``; a plot's format is its suffix, :data:`PLOT_SUFFIXES`);
+  not exist, is not a folder or is not writable, a path that is itself a folder or ends in a
+  slash, and a file name whose suffix is not one the output is read back by (``suffixes``: a
+  hardware file is read as TOML unless it ends in ``.json``; a plot's format is its suffix,
+  :data:`PLOT_SUFFIXES`);
 * :func:`atomic_write` writes to a temporary file in the same folder and renames it over the
   target (``os.replace``) only once everything is written and flushed to disk: a full disk or an
   error half-way leaves the old file (or none), never half a CSV. A target that exists and is not
@@ -62,6 +63,8 @@ def check_output(path: str | Path, flag: str, *, suffixes: Sequence[str] = ()) -
     p = Path(path)
     if not str(path):
         raise CostModelError(f"{flag}: give a file path, got an empty one")
+    if str(path).endswith(("/", os.sep)):  # Path() drops the slash: 'out.html/' would write 'out.html'
+        raise CostModelError(f"{flag} {_show(path)} ends in a slash, which names a folder; give a file path")
     if suffixes and p.suffix.lower() not in suffixes and _regular_or_absent(p):
         shown = ", ".join(s for s in suffixes if s)  # "" (no suffix) is said in words, not as 'none'
         bare = ", or have no suffix" if "" in suffixes else ""

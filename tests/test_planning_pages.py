@@ -103,3 +103,18 @@ def test_sweep_refuses_a_dtype_beside_its_list(one, many, capsys):
     assert [p["tpot_s"] for p in alone] == [p["tpot_s"] for p in listed]
     key = "weight_dtype" if one == "--weight-dtype" else "kv_dtype"
     assert {p[key] for p in listed} == {"int8"}
+
+
+@pytest.mark.parametrize("flag", ["--html", "--csv"])
+def test_an_output_path_ending_in_a_slash_is_refused_before_the_work(tmp_path, flag, capsys):
+    """``--html out.html/`` (a folder's spelling) passed the checks, the page went to ``out.html``
+    and the command said it wrote ``out.html/``. A path ending in a slash now names a folder: one
+    line, rc 2, and no file written."""
+    target = tmp_path / ("p.html" if flag == "--html" else "p.csv")
+    argv = ["sweep", "llama-3.1-8b", "--batches", "1", "--ctxs", "1024", "--quiet"]
+    assert main([*argv, flag, f"{target}/"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err == f"costmodel: error: {flag} '{target}/' ends in a slash, which names a folder; give a file path"
+    )
+    assert list(tmp_path.iterdir()) == []
