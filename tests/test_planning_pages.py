@@ -118,3 +118,32 @@ def test_an_output_path_ending_in_a_slash_is_refused_before_the_work(tmp_path, f
         err == f"costmodel: error: {flag} '{target}/' ends in a slash, which names a folder; give a file path"
     )
     assert list(tmp_path.iterdir()) == []
+
+
+def _figures(page: str) -> list[tuple[list, dict]]:
+    """Each figure's ``(data, layout)`` as the page hands them to plotly.js."""
+    dec = json.JSONDecoder()
+    out = []
+    for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page):
+        data, end = dec.raw_decode(page, m.end())
+        end = re.compile(r",\s*").match(page, end).end()
+        layout, _ = dec.raw_decode(page, end)
+        out.append((data, layout))
+    return out
+
+
+def test_the_size_page_marks_the_slo_and_the_candidates_that_miss_it(tmp_path):
+    """``size --html`` drew every candidate's bar alike, with no mark at 100 % of the SLO: a
+    candidate at 108 % of its TPOT SLO read like the winner. The bars of the candidates
+    ``--json`` says miss the SLOs are now red, the others blue, and a line stands at 100 %."""
+    argv = ("size", "llama-3.1-8b", "--rate", "40", "--slo-ttft", "0.5", "--slo-tpot", "0.008")
+    argv += ("--devices", "h100", "--tp", "1,2", "--no-disagg", "--requests", "60", "--quiet")
+    doc = json.loads(run_cli(*argv, "--json")[0])
+    meets = {c["label"]: c["meets"] for c in doc["candidates"]}
+    assert True in meets.values() and False in meets.values()
+    _out, page = _page(tmp_path, *argv)
+    ((data, layout),) = _figures(page)
+    (bars,) = data
+    colours = dict(zip(bars["y"], bars["marker"]["color"], strict=True))
+    assert colours == {label: "#636efa" if ok else "#ef553b" for label, ok in meets.items()}
+    assert [(s["type"], s["x0"], s["x1"]) for s in layout["shapes"]] == [("line", 100, 100)]

@@ -226,15 +226,20 @@ class SizeReport:
         ]
         figures = []
         if res.candidates:  # none simulated (all pruned by the bounds): no empty axes
-            figures.append(
-                hbar_figure(
-                    [d.label for d in res.candidates],
-                    [max(s) for s in shares],
-                    [f"TTFT {t:.0f}%, TPOT {p:.0f}% of its SLO" for t, p in shares],
-                    title=f"simulated candidates: P{res.percentile:g} latency as a share of its SLO (100%: at it)",
-                    x_title="the larger of the two shares (%)",
-                )
+            fig = hbar_figure(
+                [d.label for d in res.candidates],
+                [max(s) for s in shares],
+                [f"TTFT {t:.0f}%, TPOT {p:.0f}% of its SLO" for t, p in shares],
+                title=(
+                    f"simulated candidates: P{res.percentile:g} latency as a share of its SLO "
+                    "(dotted line: at it; red: misses the SLOs)"
+                ),
+                x_title="the larger of the two shares (%)",
             )
+            # a candidate that misses stands out (the bars run bottom up: the first label on top)
+            fig.data[0].marker.color = [_MEETS if d.meets else _MISSES for d in res.candidates][::-1]
+            fig.add_vline(x=100, line_dash="dot", line_color="gray", layer="below")
+            figures.append(fig)
         # in the words and units the text's lines use (Deployment.line), not the fields' names
         rows = [d.cells(res.slo_ttft, res.slo_tpot) for d in res.candidates]
         return report_page(
@@ -245,6 +250,10 @@ class SizeReport:
             figures=figures,
             tables=[("simulated candidates", rows)],
         )
+
+
+#: the size page's bar colours: a candidate that meets the SLOs, one that misses them
+_MEETS, _MISSES = "#636efa", "#ef553b"
 
 
 def run_size(
