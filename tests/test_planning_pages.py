@@ -147,3 +147,29 @@ def test_the_size_page_marks_the_slo_and_the_candidates_that_miss_it(tmp_path):
     colours = dict(zip(bars["y"], bars["marker"]["color"], strict=True))
     assert colours == {label: "#636efa" if ok else "#ef553b" for label, ok in meets.items()}
     assert [(s["type"], s["x0"], s["x1"]) for s in layout["shapes"]] == [("line", 100, 100)]
+
+
+def test_sweep_draws_one_frontier_per_context_as_search_does(tmp_path):
+    """``sweep``'s default four contexts had one frontier over all of them, and a shorter context
+    is faster on both axes: its 11 points were all at ctx 1024, and the sweep said nothing of the
+    contexts asked for beside it. Each context now has its own frontier, the one a sweep of that
+    context alone finds (as ``search`` keeps one per context), and the page draws each on log
+    axes (the rates span 2 to 4 decades)."""
+    base = ("sweep", "llama-3.1-8b", "--device", "h100,b200", "--batches", "1,8,64,512", "--quiet")
+    both = json.loads(run_cli(*base, "--ctxs", "1024,16384", "--json")[0])
+    key = lambda p: (p["device"], p["batch"], p["ctx"])  # noqa: E731
+    for c in (1024, 16384):
+        alone = json.loads(run_cli(*base, "--ctxs", str(c), "--json")[0])
+        assert alone["frontier"] and [key(p) for p in both["frontier"] if p["ctx"] == c] == [
+            key(p) for p in alone["frontier"]
+        ]
+    text = run_cli(*base, "--ctxs", "1024,16384")[0]
+    assert f"Pareto frontier ({len(both['frontier'])} points over 2 contexts, one frontier each)" in text
+    _out, page = _page(tmp_path, *base, "--ctxs", "1024,16384")
+    ((data, layout),) = _figures(page)
+    lines = {tr["name"]: tr for tr in data if tr["name"].startswith("frontier")}
+    assert set(lines) == {"frontier, ctx 1024", "frontier, ctx 16384"}
+    for c in (1024, 16384):
+        pts = [p for p in both["frontier"] if p["ctx"] == c]
+        assert lines[f"frontier, ctx {c}"]["x"] == [p["tokens_per_s_per_device"] for p in pts]
+    assert layout["xaxis"]["type"] == layout["yaxis"]["type"] == "log"

@@ -259,9 +259,11 @@ def test_sweep_compiled_matches_graph_and_frontier(tmp_path):
     assert r["tpot_s"] == pytest.approx(as_float(step_time(g, get_device("h100"))), rel=1e-12)
     front = [x for x in rows if x["pareto"]]
     assert front and all(x["fits"] for x in front)
-    for f in front:  # nobody that fits dominates a frontier point
+    assert {x["ctx"] for x in front} == {1024, 8192}  # one frontier per context
+    for f in front:  # nobody that fits at its context dominates a frontier point
         assert not any(
             o["fits"]
+            and o["ctx"] == f["ctx"]
             and o["tokens_per_s_per_user"] > f["tokens_per_s_per_user"]
             and o["tokens_per_s_per_device"] > f["tokens_per_s_per_device"]
             for o in rows

@@ -94,9 +94,10 @@ class SweepSummary:
         """
         res, req = self.result, self.request
         front = res.frontier()
+        per = f" over {res.contexts} contexts, one frontier each" if res.contexts > 1 else ""
         out = [
             f"{res.model}: {len(res):,} points, {res.fits:,} fit in memory; "
-            f"Pareto frontier ({len(front)} points), fastest user first:"
+            f"Pareto frontier ({len(front)} points{per}), by context, fastest user first:"
         ]
         out += [f"  note: {note}" for note in res.notes]
         if req.predict:
@@ -113,7 +114,8 @@ class SweepSummary:
 
     def to_html(self, command: str = "") -> str:
         """A page (:func:`graphs.serving.present.html_studies.report_page`): every point that fits
-        as tokens/s per user against per device, the frontier drawn over them, the printed lines.
+        as tokens/s per user against per device, each context's frontier drawn over them (log
+        axes: the rates span decades), the printed lines.
 
         Parameters
         ----------
@@ -134,7 +136,14 @@ class SweepSummary:
         fits = [r for r in self.result.rows() if r["fits"]]
         front = self.result.frontier()
         fig = go.Figure()
-        for name, pts, mode in (("points that fit", fits, "markers"), ("frontier", front, "lines+markers")):
+        by_ctx: dict[int, list[dict[str, Any]]] = {}
+        for p in front:  # one frontier per context (SweepResult.frontier): a line each
+            by_ctx.setdefault(p["ctx"], []).append(p)
+        lines = [(f"frontier, ctx {c}" if len(by_ctx) > 1 else "frontier", pts) for c, pts in by_ctx.items()]
+        for name, pts, mode in (
+            ("points that fit", fits, "markers"),
+            *((name, pts, "lines+markers") for name, pts in lines),
+        ):
             fig.add_trace(
                 go.Scatter(
                     x=[p["tokens_per_s_per_device"] for p in pts],
@@ -143,13 +152,17 @@ class SweepSummary:
                     name=name,
                     text=[_hover(p) for p in pts],
                     hovertemplate="%{text}<extra></extra>",
+                    **({"marker": {"color": "#c8c8c8"}} if mode == "markers" else {}),
                 )
             )
         styled(
             fig,
-            "decode sweep: tokens/s per user against per device",
+            "decode sweep: tokens/s per user against per device"
+            + (", one frontier per context" if len(by_ctx) > 1 else ""),
             "tokens/s per device",
             "tokens/s per user",
+            xaxis_type="log",
+            yaxis_type="log",
         )
         return report_page(
             f"{self.result.model}: decode sweep",
