@@ -173,3 +173,25 @@ def test_sweep_draws_one_frontier_per_context_as_search_does(tmp_path):
         pts = [p for p in both["frontier"] if p["ctx"] == c]
         assert lines[f"frontier, ctx {c}"]["x"] == [p["tokens_per_s_per_device"] for p in pts]
     assert layout["xaxis"]["type"] == layout["yaxis"]["type"] == "log"
+
+
+def _headline(page: str) -> dict[str, str]:
+    part = page[page.index('<table class="cm-headline">') :]
+    part = part[: part.index("</table>")]
+    return {
+        html.unescape(k): html.unescape(v) for k, v in re.findall(r"<th>(.*?)</th><td[^>]*>(.*?)</td>", part)
+    }
+
+
+def test_the_search_pages_headline_names_the_first_contexts_winners_as_the_text_does(tmp_path):
+    """A search over 128 contexts wrote its 256 winners into the page's headline (6,000 px before
+    the plot). The headline now names those the text names (the first 3 contexts') and says
+    how many contexts there are; the text's winner lines are its rows, word for word."""
+    argv = ("search", "llama-3.1-8b", "--batches", "1,16", "--ctxs", "1024,2048,4096,8192,16384")
+    out, page = _page(tmp_path, *argv, "--quiet")
+    # "  ctx 1024: fastest per user: h100-sxm bf16/bf16 tp1 pp1 ep1 m1, batch 1"
+    said = dict(line.strip().rsplit(": ", 1) for line in out.splitlines() if line.startswith("  ctx "))
+    assert len(said) == 6  # 2 objectives x the first 3 contexts
+    head = _headline(page)
+    assert {k: v for k, v in head.items() if k.startswith("ctx ")} == said
+    assert head["winners"].startswith("shown here for 3 of 5 contexts")

@@ -529,6 +529,10 @@ def _winners(result: Any) -> dict[Any, dict[str, dict[str, Any]]]:
     return {ctxs.pop() if len(ctxs) == 1 else "all": result.best} if result.best else {}
 
 
+#: the contexts whose winners the search page's headline names, as the text does (``--top``)
+HEADLINE_CONTEXTS = 3
+
+
 def search_page(result: Any, *, command: str, text: str = "") -> str:
     """A ``search`` page from a :class:`SearchResult`: its frontier per context, winners named,
     and the lines the command printed (its notes, and why a frontier is empty).
@@ -613,10 +617,17 @@ def search_page(result: Any, *, command: str, text: str = "") -> str:
         "points": f"{result.points:,}; {result.valid:,} valid, {result.fits:,} fit, {result.meets_slo:,} meet the SLOs",
         "frontier": f"{len(result.frontier)} points",
     }
-    for ctx, best in by_context.items():  # as the command prints them
+    # as the command prints them: the first contexts' winners (a 128-context search's 256 lines
+    # filled the page's first 6,000 px), the others in the winners' table and on the stars' hover
+    for ctx, best in list(by_context.items())[:HEADLINE_CONTEXTS]:
         head = f"ctx {ctx}: " if len(by_context) > 1 else ""
         for name, p in best.items():
             headline[f"{head}{name.replace('_', ' ')}"] = f"{p['plan']}, batch {p['batch']}"
+    if len(by_context) > HEADLINE_CONTEXTS:
+        headline["winners"] = (
+            f"shown here for {HEADLINE_CONTEXTS} of {len(by_context)} contexts; the others are the "
+            "numbered stars on the plot (--json has them all)"
+        )
     cols = [(k, _POINT_HEADINGS[k][0]) for k in _POINT_KEYS]
     if "usd_per_m_output" in result.objectives:  # as the command labels it (graphs.serving.planning.cost)
         cols.append(("usd_per_m_output", "$/M output, 100 % busy decoding"))
