@@ -195,3 +195,25 @@ def test_the_search_pages_headline_names_the_first_contexts_winners_as_the_text_
     head = _headline(page)
     assert {k: v for k, v in head.items() if k.startswith("ctx ")} == said
     assert head["winners"].startswith("shown here for 3 of 5 contexts")
+
+
+def test_a_cost_line_at_a_trickle_of_tokens_keeps_their_digits():
+    """``size --rate 1e-6``: the cost line read "0 input + 0 output tokens/s = $1.452e+06/M tokens
+    blended", a price per token of no tokens. The rates keep 3 digits under 10 tokens/s, and the
+    blended price is the line's own $/h over them (hand: $/h / ((in + out) x 3600) x 1e6)."""
+    argv = ("size", "llama-3.1-8b", "--rate", "1e-6", "--slo-ttft", "1", "--slo-tpot", "0.05")
+    argv += ("--devices", "h100", "--tp", "1", "--requests", "20", "--no-disagg", "--quiet")
+    out = run_cli(*argv)[0]
+    m = re.search(
+        r"\$([\d.,]+)/h for 1 device\(s\) / (\S+) input \+ (\S+) output tokens/s = \$(\S+)/M tokens blended",
+        out,
+    )
+    assert m, out
+    per_h, tin, tout, blended = (float(g.replace(",", "")) for g in m.groups())
+    assert tin > 0 and tout > 0
+    assert blended == pytest.approx(per_h / ((tin + tout) * 3600) * 1e6, rel=5e-3)
+    cost = json.loads(run_cli(*argv, "--json")[0])["winner"]["cost"]
+    assert (m.group(2), m.group(3)) == (
+        f"{cost['input_tokens_per_s']:.3g}",
+        f"{cost['output_tokens_per_s']:.3g}",
+    )

@@ -399,8 +399,8 @@ class TokenCost(Result):
 
     def line(self) -> str:
         """One line for a report: the operating point, $/h and tokens/s it rests on, then $/M."""
-        served = " + ".join(
-            f"{v:,.0f} {name}"
+        served = " + ".join(  # a rate under 10 tokens/s keeps 3 digits: 0.000844 is not "0"
+            f"{v:,.0f} {name}" if v >= 10 else f"{v:.3g} {name}"
             for name, v in (("input", self.input_tokens_per_s), ("output", self.output_tokens_per_s))
             if v > 0
         )
