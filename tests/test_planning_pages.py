@@ -217,3 +217,18 @@ def test_a_cost_line_at_a_trickle_of_tokens_keeps_their_digits():
         f"{cost['input_tokens_per_s']:.3g}",
         f"{cost['output_tokens_per_s']:.3g}",
     )
+
+
+def test_sweep_top_shows_every_contexts_frontier_and_says_so():
+    """``sweep --top N`` printed the frontier's first N rows, with no word of the others: with
+    one frontier per context those are the first context's alone. It now keeps the two ends and
+    an even spread between them, as ``search --top`` does, and says how many it shows."""
+    argv = ("sweep", "llama-3.1-8b", "--device", "h100", "--batches", "1,8,64,512")
+    argv += ("--ctxs", "1024,16384", "--quiet")
+    front = json.loads(run_cli(*argv, "--json")[0])["frontier"]
+    assert len(front) == 6 and {p["ctx"] for p in front} == {1024, 16384}
+    out = run_cli(*argv, "--top", "3")[0]
+    assert "showing 3 of 6 frontier points (--top 0 for all, --csv or --json)" in out
+    rows = [line.split() for line in out.splitlines() if line.startswith("h100-sxm ")]
+    # rows 0, 2.5 -> 2 (round half to even), 5 of the frontier: (batch, ctx) as --json orders them
+    assert [(int(r[4]), int(r[5])) for r in rows] == [(front[i]["batch"], front[i]["ctx"]) for i in (0, 2, 5)]

@@ -515,7 +515,12 @@ def add_phase_parsers(sub: Any) -> None:
     sw.add_argument("--weight-dtypes", default=None, help="comma list, e.g. bf16,int4")
     sw.add_argument("--kv-dtypes", default=None, help="comma list, e.g. bf16,fp8")
     sw.add_argument("--csv", default=None, help="write every point to this CSV file")
-    sw.add_argument("--top", type=int, default=0)
+    sw.add_argument(
+        "--top",
+        type=int,
+        default=0,
+        help="frontier rows to print (0: all): the two ends and an even spread between them",
+    )
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
     add_predict_option(
         sw, help="price every step's kernels from this framework's measured kernels ([measured] extra)"

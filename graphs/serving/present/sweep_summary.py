@@ -86,7 +86,7 @@ class SweepSummary:
 
     def to_text(self) -> str:
         """What ``costmodel sweep`` prints: the counts, the notes, with a predictor what priced the
-        steps, and the Pareto frontier (its first ``top`` rows).
+        steps, and the Pareto frontier (``top`` of its rows, :func:`_spread`).
 
         Returns
         -------
@@ -107,8 +107,13 @@ class SweepSummary:
             out += predicted_lines(str(req.predict), devices, res.coverage, what="every step's kernels")
             out.append("  (coverage of the frontier's steps)")
             out += served_error_lines(self.expected_errors)
+        rows = _spread(front, req.top)
+        if len(rows) < len(front):
+            out.append(
+                f"  showing {len(rows)} of {len(front)} frontier points (--top 0 for all, --csv or --json)"
+            )
         # a device without a TDP says so in its energy cell (not nan), as search's table does
-        out.append(format_table(*missing_cells(front[: req.top] if req.top else front, _COLUMNS)))
+        out.append(format_table(*missing_cells(rows, _COLUMNS)))
         out += [f"  {line}" for line in res.verdict()]
         return "\n".join(out)
 
@@ -171,6 +176,17 @@ class SweepSummary:
             headline={"frontier": f"{len(front)} points"},
             figures=[fig],
         )
+
+
+def _spread(rows: Sequence[Mapping[str, Any]], top: int) -> list[Mapping[str, Any]]:
+    """``top`` of the frontier's ``rows`` as search's text picks them: the two ends and an even
+    spread between them (0: all), so every context's frontier shows, not the first one's rows."""
+    if not top or len(rows) <= top:
+        return list(rows)
+    if top == 1:
+        return [rows[0]]
+    step = (len(rows) - 1) / (top - 1)
+    return [rows[round(i * step)] for i in range(top)]
 
 
 def _hover(p: Mapping[str, Any]) -> str:
