@@ -232,3 +232,15 @@ def test_sweep_top_shows_every_contexts_frontier_and_says_so():
     rows = [line.split() for line in out.splitlines() if line.startswith("h100-sxm ")]
     # rows 0, 2.5 -> 2 (round half to even), 5 of the frontier: (batch, ctx) as --json orders them
     assert [(int(r[4]), int(r[5])) for r in rows] == [(front[i]["batch"], front[i]["ctx"]) for i in (0, 2, 5)]
+
+
+def test_a_sweep_page_where_nothing_fits_draws_no_empty_axes(tmp_path):
+    """``sweep llama-3.1-405b --device l4``: nothing fits (the text says the least need, 756 GiB
+    against 22 GiB), and the page drew empty axes spanning 0.1 to 1M tokens/s. It now draws no
+    figure (so inlines no plotly.js), as ``search`` and ``size`` pages do, and keeps the text."""
+    argv = ("sweep", "llama-3.1-405b", "--device", "l4", "--batches", "1,2", "--ctxs", "1024", "--quiet")
+    out, page = _page(tmp_path, *argv)
+    why = next(line.strip() for line in out.splitlines() if "nothing fits in memory" in line)
+    assert html.escape(why) in page
+    assert _figures(page) == [] and "<h2>figures</h2>" not in page
+    assert len(page.encode()) < 10_000  # the text alone, no plotly.js bundle (1.19 MB)

@@ -174,7 +174,7 @@ class SweepSummary:
             self.to_text(),
             command=command,
             headline={"frontier": f"{len(front)} points"},
-            figures=[fig],
+            figures=[fig] if fits else [],  # nothing fits: the text says why, no empty axes
         )
 
 
