@@ -244,3 +244,20 @@ def test_a_sweep_page_where_nothing_fits_draws_no_empty_axes(tmp_path):
     assert html.escape(why) in page
     assert _figures(page) == [] and "<h2>figures</h2>" not in page
     assert len(page.encode()) < 10_000  # the text alone, no plotly.js bundle (1.19 MB)
+
+
+def test_the_search_pages_numbered_stars_of_two_contexts_do_not_share_a_corner(tmp_path):
+    """Two contexts' fastest-per-user winners (batch 1: 168.6 and 165.6 tokens/s per user at 21.1
+    and 20.7 per device for Llama-3.1-70B at 4k and 16k) sit almost on one point, and the page
+    put both numbers top right, the "3" over the "1". Stars 1 and 3 (each context's first
+    winner, ``--json``'s ``best_by_ctx`` order) now take different corners."""
+    argv = ("search", "llama-3.1-8b", "--batches", "1,64", "--ctxs", "1024,4096", "--quiet")
+    doc = json.loads(run_cli(*argv, "--json")[0])
+    firsts = [next(iter(best.values())) for best in doc["best_by_ctx"].values()]
+    assert [p["batch"] for p in firsts] == [1, 1]  # both contexts' first winner is batch 1
+    _out, page = _page(tmp_path, *argv)
+    data, _layout = next((d, lay) for d, lay in _figures(page) if "Pareto" in str(lay.get("title")))
+    (stars,) = [tr for tr in data if tr["name"].startswith("winners")]
+    where = dict(zip(stars["text"], stars["textposition"], strict=True))
+    assert where["1"] != where["3"]
+    assert len(set(stars["textposition"])) == len(stars["textposition"]) == 4
