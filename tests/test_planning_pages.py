@@ -261,3 +261,35 @@ def test_the_search_pages_numbered_stars_of_two_contexts_do_not_share_a_corner(t
     where = dict(zip(stars["text"], stars["textposition"], strict=True))
     assert where["1"] != where["3"]
     assert len(set(stars["textposition"])) == len(stars["textposition"]) == 4
+
+
+def test_size_says_there_is_no_tpot_where_no_request_generated_a_second_token(tmp_path):
+    """``size --output fixed:1``: every request ends at its first token, and ``simulate`` of the
+    winner says "TPOT none: no request generated a second token"; ``size`` printed "P99 TPOT
+    0.0 ms (0% of SLO)" and ``--json`` 0.0, a TPOT no run measured. It now says none (``--json``
+    null), in its text, its page's table and bars."""
+    argv = ("size", "llama-3.1-8b", "--rate", "4", "--slo-ttft", "1", "--slo-tpot", "0.05")
+    argv += ("--devices", "h100", "--tp", "1", "--requests", "30", "--output", "fixed:1", "--quiet")
+    sim = run_cli(
+        "simulate",
+        "llama-3.1-8b",
+        "--device",
+        "h100",
+        "--rate",
+        "4",
+        "--requests",
+        "30",
+        "--output",
+        "fixed:1",
+    )[0]
+    assert "TPOT s     none: no request generated a second token" in sim
+    doc = json.loads(run_cli(*argv, "--json")[0])
+    assert doc["winner"]["tpot_at_percentile_s"] is None
+    assert {c["tpot_at_percentile_s"] for c in doc["candidates"]} == {None}
+    out, page = _page(tmp_path, *argv)
+    winner = next(line for line in out.splitlines() if "winner: " in line)
+    assert "P99 TPOT none (no request generated a second token); " in winner and " ms " not in winner
+    table = _rows(page, "simulated candidates")
+    assert table and {(r[3], r[4]) for r in table} == {("none", "-")}
+    ((data, _layout),) = _figures(page)
+    assert all(t.endswith("of its SLO, no TPOT") for t in data[0]["text"])

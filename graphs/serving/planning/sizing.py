@@ -110,7 +110,9 @@ class Deployment(Result):
     decode_replicas: int
     devices: int
     ttft_at_percentile_s: float  #: TTFT at ``percentile`` over the requests (s)
-    tpot_at_percentile_s: float  #: TPOT at ``percentile`` over the requests (s)
+    #: TPOT at ``percentile`` over the requests (s); 0 when no request generated a second token
+    #: (``--output fixed:1``): there is none, said so (:attr:`has_tpot`), None in ``to_dict``
+    tpot_at_percentile_s: float
     meets: bool
     cost: TokenCost | None  #: None: the device has no price
     #: the run (None: read from its card, :mod:`graphs.serving.planning.run_cards`)
@@ -131,9 +133,17 @@ class Deployment(Result):
             return f"{self.device} dp{self.dp} x tp{self.tp}{ep} x {shape} = {self.devices} device(s)"
         return f"{self.device} tp{self.tp}{ep} x {shape} = {self.devices} device(s)"
 
+    @property
+    def has_tpot(self) -> bool:
+        """Whether a request generated a second token, so that there is a TPOT (``simulate``
+        prints "none: no request generated a second token" otherwise)."""
+        return self.tpot_at_percentile_s > 0
+
     def to_dict(self) -> dict[str, Any]:
         d = {k: plain(getattr(self, k)) for k in self.__dataclass_fields__ if k != "sim"}
         d["label"] = self.label
+        if not self.has_tpot:  # none to measure, not a TPOT of 0 s
+            d["tpot_at_percentile_s"] = None
         return d
 
     def cells(self, slo_ttft: float, slo_tpot: float) -> dict[str, str]:
@@ -159,8 +169,8 @@ class Deployment(Result):
             "deployment": self.label,
             f"{q} TTFT (s)": f"{t:.3f}",
             "TTFT, % of SLO": f"{100 * t / slo_ttft:.0f}%",
-            f"{q} TPOT (ms)": f"{p * 1e3:.1f}",
-            "TPOT, % of SLO": f"{100 * p / slo_tpot:.0f}%",
+            f"{q} TPOT (ms)": f"{p * 1e3:.1f}" if self.has_tpot else _NO_TPOT,
+            "TPOT, % of SLO": f"{100 * p / slo_tpot:.0f}%" if self.has_tpot else "-",
             "meets the SLOs": "yes" if self.meets else "no",
         }
         if c is None:  # the same columns for every candidate: the reason under $/h
@@ -204,10 +214,17 @@ class Deployment(Result):
             if self.cost is not None
             else NO_PRICE
         )
-        return (
-            f"{self.label}: {q} TTFT {c[f'{q} TTFT (s)']} s ({c['TTFT, % of SLO']} of SLO), "
-            f"{q} TPOT {c[f'{q} TPOT (ms)']} ms ({c['TPOT, % of SLO']} of SLO); {cost}"
+        tpot = (
+            f"{c[f'{q} TPOT (ms)']} ms ({c['TPOT, % of SLO']} of SLO)"
+            if self.has_tpot
+            else f"{_NO_TPOT} (no request generated a second token)"
         )
+        ttft = f"{c[f'{q} TTFT (s)']} s ({c['TTFT, % of SLO']} of SLO)"
+        return f"{self.label}: {q} TTFT {ttft}, {q} TPOT {tpot}; {cost}"
+
+
+#: a candidate's TPOT where no request generated a second token
+_NO_TPOT = "none"
 
 
 @dataclass(frozen=True)

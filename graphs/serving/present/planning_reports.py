@@ -229,7 +229,12 @@ class SizeReport:
             fig = hbar_figure(
                 [d.label for d in res.candidates],
                 [max(s) for s in shares],
-                [f"TTFT {t:.0f}%, TPOT {p:.0f}% of its SLO" for t, p in shares],
+                [
+                    f"TTFT {t:.0f}%, TPOT {p:.0f}% of its SLO"
+                    if d.has_tpot
+                    else f"TTFT {t:.0f}% of its SLO, no TPOT"
+                    for d, (t, p) in zip(res.candidates, shares, strict=True)
+                ],
                 title=(
                     f"simulated candidates: P{res.percentile:g} latency as a share of its SLO "
                     "(dotted line: at it; red: misses the SLOs)"
