@@ -293,3 +293,25 @@ def test_size_says_there_is_no_tpot_where_no_request_generated_a_second_token(tm
     assert table and {(r[3], r[4]) for r in table} == {("none", "-")}
     ((data, _layout),) = _figures(page)
     assert all(t.endswith("of its SLO, no TPOT") for t in data[0]["text"])
+
+
+def test_search_refuses_a_prompt_longer_than_a_context():
+    """``search --ctxs 1024 --prompt 100000`` answered TTFT 4.25 s (the 100,000-token prompt) and
+    TPOT 4.8 ms with memory at 1,024 cached tokens: a request that prefilled 100,000 tokens
+    decodes with at least as many cached, so no request has both. Refused in one line naming
+    both options; a context as long as the prompt is the first decode step's and is answered,
+    its TTFT the one ``prefill --seq`` gives (the prompt prefilled alone)."""
+    _out, err = run_cli(
+        "search", "llama-3.1-8b", "--batches", "1,8", "--ctxs", "1024,2048,4096", "--prompt", "4000", code=2
+    )
+    assert err.strip() == (
+        "costmodel: error: --prompt 4,000 is longer than --ctxs 1,024, 2,048: a request that prefilled 4,000 "
+        "tokens decodes with at least that many cached; give --ctxs of at least 4,000 (or leave --prompt "
+        "out: each point's context)"
+    )
+    doc = json.loads(
+        run_cli("search", "llama-3.1-8b", "--batches", "1", "--ctxs", "4000", "--prompt", "4000", "--json")[0]
+    )
+    prefill = run_cli("prefill", "llama-3.1-8b", "--seq", "4000")[0]
+    ms = float(re.search(r"TTFT lower bound \(sum of kernel bounds\): ([\d.]+) ms", prefill).group(1))
+    assert doc["frontier"][0]["ttft_s"] * 1e3 == pytest.approx(ms, abs=5e-4)

@@ -484,7 +484,8 @@ def test_a_routed_plan_s_caveat_is_in_the_json_notes_as_in_the_text(capsys, comm
     [
         (["sweep", "llama-2-7b"], "--ctxs 65,536"),  # its default contexts reach 65,536
         (["search", "llama-2-7b", "--ctxs", "65536"], "--ctxs/--prompt 65,536"),
-        (["search", "llama-2-7b", "--ctxs", "2048", "--prompt", "8000"], "--ctxs/--prompt 8,000"),
+        # a prompt longer than a context is refused on its own (test_planning_pages): both at 8,000
+        (["search", "llama-2-7b", "--ctxs", "8000", "--prompt", "8000"], "--ctxs/--prompt 8,000"),
     ],
 )
 def test_sweep_and_search_refuse_a_context_beyond_the_model_limit(capsys, argv, field):

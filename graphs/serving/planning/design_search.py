@@ -784,6 +784,7 @@ def search(
             raise CostModelError(f"{name} must be a positive number of seconds, got {slo!r}")
     if prompt is not None and (not isinstance(prompt, int) or prompt < 1):
         raise CostModelError(f"prompt must be a positive whole number of tokens, got {prompt!r}")
+    check_prompt_within(prompt, cs.tolist())
     if block < 1:
         raise CostModelError(f"block must be >= 1, got {block}")
     layers = int(as_float(cfg.num_hidden_layers))
@@ -990,6 +991,38 @@ def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool, cost: 
             if need is not None and not p.fits
             else None
         ),
+    )
+
+
+def check_prompt_within(prompt: int | None, ctxs: Sequence[int], *, flags: bool = False) -> None:
+    """Refuse a TTFT ``prompt`` longer than a context searched: a request that prefilled
+    ``prompt`` tokens decodes with at least that many cached, so a point at a shorter ``ctx``
+    priced the TTFT of one request and the TPOT and memory of another (``--ctxs 1024 --prompt
+    100000`` answered 4.25 s and 4.8 ms at 1,024 tokens of cache).
+
+    Parameters
+    ----------
+    prompt : int or None
+        The TTFT prompt (tokens; None: each point's context, always within it).
+    ctxs : sequence of int
+        The contexts searched (tokens).
+    flags : bool
+        Name the command line's options (``--prompt``, ``--ctxs``) rather than the parameters.
+
+    Raises
+    ------
+    CostModelError
+        When a context is shorter than the prompt: one line naming both and what is allowed.
+    """
+    if prompt is None or not ctxs or prompt <= min(ctxs):
+        return
+    p, c = ("--prompt", "--ctxs") if flags else ("prompt", "ctxs")
+    short = sorted(x for x in ctxs if x < prompt)
+    shown = ", ".join(f"{x:,}" for x in short[:4]) + (f" and {len(short) - 4} more" if len(short) > 4 else "")
+    raise CostModelError(
+        f"{p} {prompt:,} is longer than {c} {shown}: a request that prefilled {prompt:,} tokens decodes "
+        f"with at least that many cached; give {c} of at least {prompt:,} (or leave {p} out: each "
+        "point's context)"
     )
 
 

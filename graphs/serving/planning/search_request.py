@@ -127,6 +127,9 @@ class SearchRequest:
                 raise CostModelError(f"{flag(name)} must list at least one data type (None: the model's)")
         if self.prompt is not None:
             check_number("prompt", self.prompt, *_PROMPT_RANGE, whole=True)
+            from .design_search import check_prompt_within
+
+            check_prompt_within(self.prompt, self.ctxs, flags=True)
         for name in ("slo_ttft", "slo_tpot"):
             if getattr(self, name) is not None:
                 check_number(name, getattr(self, name), *_SLO_RANGE)
