@@ -315,3 +315,24 @@ def test_search_refuses_a_prompt_longer_than_a_context():
     prefill = run_cli("prefill", "llama-3.1-8b", "--seq", "4000")[0]
     ms = float(re.search(r"TTFT lower bound \(sum of kernel bounds\): ([\d.]+) ms", prefill).group(1))
     assert doc["frontier"][0]["ttft_s"] * 1e3 == pytest.approx(ms, abs=5e-4)
+
+
+def test_sweep_says_a_tp_group_is_priced_on_the_network(tmp_path):
+    """``sweep --tp 16`` on h100 (8 devices a scale-up domain) priced its all-reduces on the
+    scale-out link, as ``decode`` does, and said nothing of it (``decode``, ``search`` and ``size``
+    say it once). It now says ``decode``'s note, in ``--json``'s notes and on the page, with
+    ``decode``'s numbers."""
+    argv = ("sweep", "llama-3.1-70b", "--device", "h100", "--tp", "16", "--batches", "1", "--ctxs", "1024")
+    dec = run_cli(
+        "decode", "llama-3.1-70b", "--device", "h100", "--tp", "16", "--batch", "1", "--ctx", "1024"
+    )[0]
+    note = next(line.strip() for line in dec.splitlines() if "scale-up domains" in line)
+    assert note.startswith("note: a group of 16 h100-sxm devices spans 2 scale-up domains of 8")
+    doc = json.loads(run_cli(*argv, "--quiet", "--json")[0])
+    assert note in doc["notes"]
+    tpot = float(re.search(r"TPOT bound ([\d.]+) ms", dec).group(1))
+    assert doc["points"][0]["tpot_s"] * 1e3 == pytest.approx(tpot, abs=5e-4)
+    _out, err = run_cli(*argv, "--quiet")
+    assert f"costmodel: {note}" in err
+    _out, page = _page(tmp_path, *argv, "--quiet")
+    assert html.escape(f"costmodel: {note}") in page

@@ -381,6 +381,10 @@ def sweep(
     forms = []
     notes: dict[str, None] = {}
     for dev, wd, kvd in combos:
+        # a tp group wider than the device's scale-up domain is priced on its network: said, as
+        # decode, search and size say it
+        for note in get_device(dev).group_notes(tp):
+            notes.setdefault(note)
         c = cfg if kvd is None else cfg.replace(kv_dtype=kvd)
         if wd is not None:  # every weight, the routed experts' own format too (as --weight-dtype)
             c, note = weights_in(c, wd)

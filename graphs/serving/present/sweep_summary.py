@@ -169,9 +169,15 @@ class SweepSummary:
             xaxis_type="log",
             yaxis_type="log",
         )
+        # the notes the run said on stderr (the command line's cached forms say theirs there: a
+        # tp group priced on the network, the matmul dtype) head the text, as to_dict keeps them
+        from costmodel.notes import said
+
+        text = self.to_text()
+        spoken = [f"costmodel: {n}" for n in said() if n.split(": ", 1)[-1] not in text]
         return report_page(
             f"{self.result.model}: decode sweep",
-            self.to_text(),
+            "\n".join([*spoken, text]),
             command=command,
             headline={"frontier": f"{len(front)} points"},
             figures=[fig] if fits else [],  # nothing fits: the text says why, no empty axes
