@@ -336,3 +336,27 @@ def test_sweep_says_a_tp_group_is_priced_on_the_network(tmp_path):
     assert f"costmodel: {note}" in err
     _out, page = _page(tmp_path, *argv, "--quiet")
     assert html.escape(f"costmodel: {note}") in page
+
+
+def test_the_size_page_carries_the_notes_the_run_said(tmp_path):
+    """``size --weight-dtype fp8`` says on stderr, and keeps in ``--json``'s notes, that the
+    matmuls run in fp8 (W8A8); its page, drawn from the text on stdout, left the note out. Every
+    note ``--json`` keeps is now on the page, as the terminal showed it."""
+    argv = (
+        "size",
+        "llama-3.1-8b",
+        "--rate",
+        "4",
+        "--slo-ttft",
+        "1",
+        "--slo-tpot",
+        "0.05",
+        "--devices",
+        "h100",
+    )
+    argv += ("--tp", "1", "--requests", "30", "--weight-dtype", "fp8", "--no-disagg", "--quiet")
+    notes = json.loads(run_cli(*argv, "--json")[0])["notes"]
+    assert any("matmuls in fp8_e4m3 (W8A8)" in n for n in notes)
+    _out, page = _page(tmp_path, *argv)
+    for n in notes:
+        assert html.escape(f"costmodel: {n}") in page

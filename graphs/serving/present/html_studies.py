@@ -27,7 +27,7 @@ from costmodel.text import fmt_si, fmt_time, table_cells
 from .comparison import METRICS
 from .html_views import run_header
 
-__all__ = ["simulation_page", "search_page", "fusion_page", "comparison_section", "report_page"]
+__all__ = ["simulation_page", "search_page", "fusion_page", "comparison_section", "report_page", "with_notes"]
 
 #: most points a timeline line draws (a longer one is strided; the note says so); the arrays go
 #: into the page as typed arrays (plotly's: base64, 4 bytes a time or KV value, 1 or 2 a count)
@@ -785,6 +785,27 @@ def fusion_page(
     of = f" of {plan_name}" if plan_name else ""
     title = f"fusion audit{of}: {config.name} {scope} on {report.device}, {where}"
     return page_html(title, run_header(command, config, report.device), headline, sections)
+
+
+def with_notes(text: str) -> str:
+    """``text`` headed by the notes this run said on stderr that it does not hold, as the terminal
+    showed them (``costmodel: note: ...``): what a command assumed (a matmul dtype, a tp group
+    priced on the network) is said once there and kept for ``--json``
+    (:func:`costmodel.notes.said`), and a page drawn from the text alone lost it.
+
+    Parameters
+    ----------
+    text : str
+        The report's text (what the command printed on stdout).
+
+    Returns
+    -------
+    str
+    """
+    from costmodel.notes import said
+
+    spoken = [f"costmodel: {n}" for n in said() if n.split(": ", 1)[-1] not in text]
+    return "\n".join([*spoken, text])
 
 
 def report_page(

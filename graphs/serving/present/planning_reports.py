@@ -120,9 +120,9 @@ class SearchReport:
         str
             A self-contained HTML page (needs the ``html`` extra: plotly).
         """
-        from .html_studies import search_page
+        from .html_studies import search_page, with_notes
 
-        return search_page(self.result, command=command, text=self.to_text())
+        return search_page(self.result, command=command, text=with_notes(self.to_text()))
 
 
 def run_search(
@@ -213,7 +213,7 @@ class SizeReport:
         """
         from costmodel.html_figures import hbar_figure
 
-        from .html_studies import report_page
+        from .html_studies import report_page, with_notes
 
         res = self.result
         winner = (
@@ -249,7 +249,7 @@ class SizeReport:
         rows = [d.cells(res.slo_ttft, res.slo_tpot) for d in res.candidates]
         return report_page(
             f"{res.model}: sizing at {res.rate:g} requests/s",
-            self.to_text(),
+            with_notes(self.to_text()),
             command=command,
             headline={"winner": winner, "simulated": str(res.simulated)},
             figures=figures,

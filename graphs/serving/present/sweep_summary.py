@@ -135,7 +135,7 @@ class SweepSummary:
         from costmodel.html import require_plotly
         from costmodel.html_figures import styled
 
-        from .html_studies import report_page
+        from .html_studies import report_page, with_notes
 
         go = require_plotly()
         fits = [r for r in self.result.rows() if r["fits"]]
@@ -171,13 +171,9 @@ class SweepSummary:
         )
         # the notes the run said on stderr (the command line's cached forms say theirs there: a
         # tp group priced on the network, the matmul dtype) head the text, as to_dict keeps them
-        from costmodel.notes import said
-
-        text = self.to_text()
-        spoken = [f"costmodel: {n}" for n in said() if n.split(": ", 1)[-1] not in text]
         return report_page(
             f"{self.result.model}: decode sweep",
-            "\n".join([*spoken, text]),
+            with_notes(self.to_text()),
             command=command,
             headline={"frontier": f"{len(front)} points"},
             figures=[fig] if fits else [],  # nothing fits: the text says why, no empty axes
