@@ -360,3 +360,28 @@ def test_the_size_page_carries_the_notes_the_run_said(tmp_path):
     _out, page = _page(tmp_path, *argv)
     for n in notes:
         assert html.escape(f"costmodel: {n}") in page
+
+
+def test_the_cost_winner_is_named_in_words(tmp_path):
+    """``search --cost`` named its winner "lowest cost per m output" (the key's ``m``, a million,
+    read as metres), in the text and on the page. It is now "lowest cost per million output
+    tokens", the frontier's least ``usd_per_m_output`` (``--json``)."""
+    argv = (
+        "search",
+        "llama-3.1-8b",
+        "--devices",
+        "h100",
+        "--batches",
+        "1,8",
+        "--ctxs",
+        "4096",
+        "--cost",
+        "--quiet",
+    )
+    front = json.loads(run_cli(*argv, "--json")[0])["frontier"]
+    least = min(front, key=lambda p: p["usd_per_m_output"])
+    out, page = _page(tmp_path, *argv)
+    assert f"  lowest cost per million output tokens: {least['plan']}, batch {least['batch']}" in out
+    assert "per m output" not in out
+    head = _headline(page)
+    assert head["lowest cost per million output tokens"] == f"{least['plan']}, batch {least['batch']}"

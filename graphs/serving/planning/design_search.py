@@ -295,7 +295,7 @@ class SearchResult(Result):
         for ctx, best in winners[:most]:
             head = f"  ctx {ctx}: " if len(winners) > 1 else "  "
             out += [
-                f"{head}{name.replace('_', ' ')}: {row['plan']}, batch {row['batch']}"
+                f"{head}{winner_words(name)}: {row['plan']}, batch {row['batch']}"
                 for name, row in best.items()
             ]
         if len(winners) > most:
@@ -991,6 +991,26 @@ def _result(model: str, plans: Sequence[Plan], p: _Partial, energy: bool, cost: 
             if need is not None and not p.fits
             else None
         ),
+    )
+
+
+def winner_words(name: str) -> str:
+    """An objective's winner (a key of :attr:`SearchResult.best`) in words: its key's words, but
+    the cost one's ``m`` (million), which read as metres: ``lowest cost per million output tokens``.
+
+    Parameters
+    ----------
+    name : str
+        The key, e.g. ``fastest_per_user`` or ``lowest_cost_per_m_output``.
+
+    Returns
+    -------
+    str
+    """
+    return (
+        "lowest cost per million output tokens"
+        if name == "lowest_cost_per_m_output"
+        else name.replace("_", " ")
     )
 
 

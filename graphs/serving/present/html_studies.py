@@ -556,6 +556,8 @@ def search_page(result: Any, *, command: str, text: str = "") -> str:
     str
         A self-contained HTML page.
     """
+    from ..planning.design_search import winner_words
+
     go = require_plotly()
     fig = go.Figure()
     by_ctx: dict[Any, list[tuple[int, dict[str, Any]]]] = {}
@@ -578,7 +580,7 @@ def search_page(result: Any, *, command: str, text: str = "") -> str:
     for best in by_context.values():
         for name, p in best.items():
             key = _key(p)
-            winners.setdefault(key, []).append(name.replace("_", " "))
+            winners.setdefault(key, []).append(winner_words(name))
             points[key] = p
     # each winner a numbered star (its objectives and plan in the table below and on hover): the
     # whole label beside each point overprinted its neighbours' and ran off the plot
@@ -628,7 +630,7 @@ def search_page(result: Any, *, command: str, text: str = "") -> str:
     for ctx, best in list(by_context.items())[:HEADLINE_CONTEXTS]:
         head = f"ctx {ctx}: " if len(by_context) > 1 else ""
         for name, p in best.items():
-            headline[f"{head}{name.replace('_', ' ')}"] = f"{p['plan']}, batch {p['batch']}"
+            headline[f"{head}{winner_words(name)}"] = f"{p['plan']}, batch {p['batch']}"
     if len(by_context) > HEADLINE_CONTEXTS:
         headline["winners"] = (
             f"shown here for {HEADLINE_CONTEXTS} of {len(by_context)} contexts; the others are the "
