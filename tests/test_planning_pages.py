@@ -385,3 +385,23 @@ def test_the_cost_winner_is_named_in_words(tmp_path):
     assert "per m output" not in out
     head = _headline(page)
     assert head["lowest cost per million output tokens"] == f"{least['plan']}, batch {least['batch']}"
+
+
+def test_size_names_the_closest_candidate_when_none_meets_the_slos():
+    """``size`` whose candidates all miss said "no simulated deployment meets the SLOs" and
+    nothing of how far they were (only the page's table had them). It now names the closest: the
+    candidate whose larger latency over its SLO (``--json``'s candidates) is least, in the words
+    a winner's line uses."""
+    argv = ("size", "llama-3.1-8b", "--rate", "40", "--slo-ttft", "0.5", "--slo-tpot", "0.005")
+    argv += ("--devices", "h100", "--tp", "1,2", "--requests", "60", "--max-simulations", "3", "--quiet")
+    doc = json.loads(run_cli(*argv, "--json", code=1)[0])
+    assert doc["winner"] is None and len(doc["candidates"]) == 3
+    near = min(
+        doc["candidates"],
+        key=lambda c: max(c["ttft_at_percentile_s"] / 0.5, c["tpot_at_percentile_s"] / 0.005),
+    )
+    out = run_cli(*argv, code=1)[0]
+    (line,) = [x for x in out.splitlines() if x.startswith("  closest: ")]
+    ms = 1e3 * near["tpot_at_percentile_s"]
+    assert line.startswith(f"  closest: {near['label']}: P99 TTFT {near['ttft_at_percentile_s']:.3f} s")
+    assert f"P99 TPOT {ms:.1f} ms ({100 * ms / 5:.0f}% of SLO)" in line

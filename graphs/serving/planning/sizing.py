@@ -247,6 +247,10 @@ class SizingResult(Result):
     candidates: tuple[Deployment, ...] = ()  #: every simulated candidate, in simulation order
     notes: tuple[str, ...] = ()  #: what the candidates assume, said once each (a group across domains)
 
+    def _share(self, d: Deployment) -> float:
+        """The larger of ``d``'s latencies over its SLO (1: at it; no TPOT: the TTFT's alone)."""
+        return max(d.ttft_at_percentile_s / self.slo_ttft, d.tpot_at_percentile_s / self.slo_tpot)
+
     def to_text(self, *, engine: EngineProfile | None = None, max_simulations: int | None = None) -> str:
         """The sizing in lines, as ``costmodel size`` prints it.
 
@@ -285,6 +289,9 @@ class SizingResult(Result):
                 "  no simulated deployment meets the SLOs"
                 + ("" if self.exhausted else " (raise --max-simulations)")
             )
+            if self.candidates:  # how far the nearest one is: the larger of its two shares of the SLOs
+                near = min(self.candidates, key=lambda d: self._share(d))
+                out.append(f"  closest: {near.line(self.slo_ttft, self.slo_tpot)}")
             return "\n".join(out)
         w = self.winner
         out.append(f"  winner: {w.line(self.slo_ttft, self.slo_tpot)}")
