@@ -405,3 +405,27 @@ def test_size_names_the_closest_candidate_when_none_meets_the_slos():
     ms = 1e3 * near["tpot_at_percentile_s"]
     assert line.startswith(f"  closest: {near['label']}: P99 TTFT {near['ttft_at_percentile_s']:.3f} s")
     assert f"P99 TPOT {ms:.1f} ms ({100 * ms / 5:.0f}% of SLO)" in line
+
+
+def test_search_says_a_device_without_a_tdp_ranks_last_on_energy():
+    """``search --energy`` on a device the catalog gives no TDP (TPU v6e) printed "no TDP" in
+    every J/token cell and no word of what the objective made of it, where a device without a
+    price gets "no price: ... (the cost objective ranks them last)". It now says the same of
+    energy; ``--json``'s energy is null for those rows."""
+    argv = (
+        "search",
+        "llama-3.1-8b",
+        "--devices",
+        "tpu-v6e",
+        "--batches",
+        "1,8",
+        "--ctxs",
+        "1024",
+        "--energy",
+        "--quiet",
+    )
+    front = json.loads(run_cli(*argv, "--json")[0])["frontier"]
+    assert front and {p["energy_per_token_j"] for p in front} == {None}
+    out = run_cli(*argv)[0]
+    assert "  tpu-v6e: no TDP (power_w), so no energy per token: the energy objective ranks them last" in out
+    assert "lowest energy per token:" not in out

@@ -290,6 +290,13 @@ class SearchResult(Result):
             out.append(
                 f"  {', '.join(unpriced)}: no price: pass --price-per-hour (the cost objective ranks them last)"
             )
+        energy = "energy_per_token_j" in self.objectives
+        no_tdp = sorted({r["device"] for r in self.frontier if energy and r["energy_per_token_j"] is None})
+        if no_tdp:  # said as a missing price is: the objective ranks them last, no winner among them
+            out.append(
+                f"  {', '.join(no_tdp)}: no TDP (power_w), so no energy per token: the energy objective "
+                "ranks them last"
+            )
         winners = list(self.best_by_ctx.items())
         most = len(winners) if not top else 3  # winners of the first contexts; top 0: all
         for ctx, best in winners[:most]:
