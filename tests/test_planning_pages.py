@@ -429,3 +429,26 @@ def test_search_says_a_device_without_a_tdp_ranks_last_on_energy():
     out = run_cli(*argv)[0]
     assert "  tpu-v6e: no TDP (power_w), so no energy per token: the energy objective ranks them last" in out
     assert "lowest energy per token:" not in out
+
+
+def test_sweep_prints_twenty_frontier_rows_by_default_as_search_does():
+    """With one frontier per context a sweep of 200 batches over 255 contexts has 4,652 frontier
+    points, and ``--top`` defaulted to 0 (all): the text ran to 4,652 rows. It defaults to 20, as
+    ``search``'s does, and says how many it shows; ``--json`` keeps them all."""
+    argv = (
+        "sweep",
+        "llama-3.1-8b",
+        "--batches",
+        "1,2,4,8,16,32,64",
+        "--ctxs",
+        "1024,2048,4096,8192",
+        "--quiet",
+    )
+    front = json.loads(run_cli(*argv, "--json")[0])["frontier"]
+    assert len(front) > 20
+    out = run_cli(*argv)[0]
+    assert f"  showing 20 of {len(front)} frontier points (--top 0 for all, --csv or --json)" in out
+    assert sum(line.startswith("h100-sxm ") for line in out.splitlines()) == 20
+    assert sum(line.startswith("h100-sxm ") for line in run_cli(*argv, "--top", "0")[0].splitlines()) == len(
+        front
+    )

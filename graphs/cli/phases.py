@@ -518,7 +518,7 @@ def add_phase_parsers(sub: Any) -> None:
     sw.add_argument(
         "--top",
         type=int,
-        default=0,
+        default=20,  # as search's: one frontier per context can hold thousands of points
         help="frontier rows to print (0: all): the two ends and an even spread between them",
     )
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
