@@ -394,8 +394,8 @@ def _sweep_one(
 
     from .options import note_once
 
-    for note in get_device(dev).group_notes(args.tp):  # a tp group priced on the network, as the library says
-        note_once(args, note)
+    for across in get_device(dev).group_notes(args.tp):  # a tp group priced on the network, as the library says
+        note_once(args, across)
     # as the library sweeps it: every weight in wd, the routed experts' own format too, and
     # fp8/nvfp4 weights run W8A8/W4A4 where the tensor cores can
     plain = base() if kvd is None else base().replace(kv_dtype=kvd)

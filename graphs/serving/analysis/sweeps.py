@@ -383,8 +383,8 @@ def sweep(
     for dev, wd, kvd in combos:
         # a tp group wider than the device's scale-up domain is priced on its network: said, as
         # decode, search and size say it
-        for note in get_device(dev).group_notes(tp):
-            notes.setdefault(note)
+        for across in get_device(dev).group_notes(tp):
+            notes.setdefault(across)
         c = cfg if kvd is None else cfg.replace(kv_dtype=kvd)
         if wd is not None:  # every weight, the routed experts' own format too (as --weight-dtype)
             c, note = weights_in(c, wd)
