@@ -452,3 +452,24 @@ def test_sweep_prints_twenty_frontier_rows_by_default_as_search_does():
     assert sum(line.startswith("h100-sxm ") for line in run_cli(*argv, "--top", "0")[0].splitlines()) == len(
         front
     )
+
+
+def test_a_large_sweep_page_draws_one_in_k_of_its_points_and_says_so(tmp_path, monkeypatch):
+    """A sweep page drew every point that fits with its hover: 153,600 points of which 30,743 fit
+    made a 7.8 MB page, and a sweep may hold 10 million. Past ``MAX_DRAWN`` it draws one in ``k``
+    (each a point ``--json`` says fits) and names ``k`` and the count in the legend; the frontier
+    is drawn whole."""
+    from graphs.serving.present import sweep_summary
+
+    argv = ("sweep", "llama-3.1-8b", "--batches", "1,2,4,8,16,32", "--ctxs", "1024,2048,4096", "--quiet")
+    doc = json.loads(run_cli(*argv, "--json")[0])
+    fit = [p for p in doc["points"] if p["fits"]]
+    assert len(fit) == 18
+    monkeypatch.setattr(sweep_summary, "MAX_DRAWN", 5)
+    _out, page = _page(tmp_path, *argv)
+    ((data, _layout),) = _figures(page)
+    (grey,) = [tr for tr in data if tr["name"].startswith("points that fit")]
+    assert grey["name"] == "points that fit (one in 4 of 18)"  # ceil(18 / 5)
+    assert grey["x"] == [p["tokens_per_s_per_device"] for p in fit[::4]]
+    frontier = [x for tr in data if tr["name"].startswith("frontier") for x in tr["x"]]
+    assert len(frontier) == len(doc["frontier"])
