@@ -456,9 +456,9 @@ def test_sweep_prints_twenty_frontier_rows_by_default_as_search_does():
 
 def test_a_large_sweep_page_draws_one_in_k_of_its_points_and_says_so(tmp_path, monkeypatch):
     """A sweep page drew every point that fits with its hover: 153,600 points of which 30,743 fit
-    made a 7.8 MB page, and a sweep may hold 10 million. Past ``MAX_DRAWN`` it draws one in ``k``
-    (each a point ``--json`` says fits) and names ``k`` and the count in the legend; the frontier
-    is drawn whole."""
+    made a 7.8 MB page, and 1e6 points (1,000 batches x 1,000 contexts) 146 MB. Past ``MAX_DRAWN``
+    it draws one in ``k`` of the points that fit (each one ``--json`` says fits), and each
+    context's frontier through one in ``k`` of its points and its last, and the legend says so."""
     from graphs.serving.present import sweep_summary
 
     argv = ("sweep", "llama-3.1-8b", "--batches", "1,2,4,8,16,32", "--ctxs", "1024,2048,4096", "--quiet")
@@ -471,5 +471,9 @@ def test_a_large_sweep_page_draws_one_in_k_of_its_points_and_says_so(tmp_path, m
     (grey,) = [tr for tr in data if tr["name"].startswith("points that fit")]
     assert grey["name"] == "points that fit (one in 4 of 18)"  # ceil(18 / 5)
     assert grey["x"] == [p["tokens_per_s_per_device"] for p in fit[::4]]
-    frontier = [x for tr in data if tr["name"].startswith("frontier") for x in tr["x"]]
-    assert len(frontier) == len(doc["frontier"])
+    lines = {tr["name"]: tr["x"] for tr in data if tr["name"].startswith("frontier")}
+    kf = -(-len(doc["frontier"]) // 5)  # ceil(18 / 5) = 4
+    for c in (1024, 2048, 4096):
+        mine = [p["tokens_per_s_per_device"] for p in doc["frontier"] if p["ctx"] == c]
+        keep = sorted({*range(0, len(mine), kf), len(mine) - 1})
+        assert lines[f"frontier, ctx {c} (one in {kf})"] == [mine[i] for i in keep]

@@ -96,7 +96,7 @@ class SweepSummary:
         str
         """
         res, req = self.result, self.request
-        front = res.frontier()
+        front = res.frontier_index()  # the rows shown are built, not the whole frontier's
         per = f" over {res.contexts} contexts, one frontier each" if res.contexts > 1 else ""
         out = [
             f"{res.model}: {len(res):,} points, {res.fits:,} fit in memory; "
@@ -110,7 +110,7 @@ class SweepSummary:
             out += predicted_lines(str(req.predict), devices, res.coverage, what="every step's kernels")
             out.append("  (coverage of the frontier's steps)")
             out += served_error_lines(self.expected_errors)
-        rows = _spread(front, req.top)
+        rows = res.rows(_spread(front.tolist(), req.top))
         if len(rows) < len(front):
             out.append(
                 f"  showing {len(rows)} of {len(front)} frontier points (--top 0 for all, --csv or --json)"
@@ -146,16 +146,26 @@ class SweepSummary:
 
         go = require_plotly()
         # the points that fit, one in ``k`` past MAX_DRAWN (153,600 points of which 30,743 fit
-        # made a 7.8 MB page; a 10M-point sweep's would be gigabytes): the frontier in full
+        # made a 7.8 MB page; a 10M-point sweep's would be gigabytes)
         every = np.flatnonzero(self.result.columns["fits"]) if len(self.result) else np.zeros(0, int)
         k = max(1, math.ceil(len(every) / MAX_DRAWN))
         fits = self.result.rows(every[::k].tolist())
-        front = self.result.frontier()
+        front = self.result.frontier_index()
+        # one frontier per context (SweepResult.frontier), a line each; past MAX_DRAWN points each
+        # line goes through one in kf of its points and its last (1e6 points on 1,000 contexts:
+        # half a million on the frontiers)
+        kf = max(1, math.ceil(len(front) / MAX_DRAWN))
+        ctx = self.result.columns["ctx"][front]
+        starts = np.flatnonzero(np.r_[True, ctx[1:] != ctx[:-1]]) if len(front) else np.zeros(0, int)
+        ends = [*starts[1:].tolist(), len(front)] if len(front) else []
+        lines = []
         fig = go.Figure()
-        by_ctx: dict[int, list[dict[str, Any]]] = {}
-        for p in front:  # one frontier per context (SweepResult.frontier): a line each
-            by_ctx.setdefault(p["ctx"], []).append(p)
-        lines = [(f"frontier, ctx {c}" if len(by_ctx) > 1 else "frontier", pts) for c, pts in by_ctx.items()]
+        for a, b in zip(starts.tolist(), ends, strict=True):
+            keep = sorted({*range(a, b, kf), b - 1})
+            name = f"frontier, ctx {ctx[a]}" if len(starts) > 1 else "frontier"
+            lines.append(
+                (name if kf == 1 else f"{name} (one in {kf})", self.result.rows(front[keep].tolist()))
+            )
         drawn = "points that fit" if k == 1 else f"points that fit (one in {k} of {len(every):,})"
         for name, pts, mode in (
             (drawn, fits, "markers"),
@@ -175,7 +185,7 @@ class SweepSummary:
         styled(
             fig,
             "decode sweep: tokens/s per user against per device"
-            + (", one frontier per context" if len(by_ctx) > 1 else ""),
+            + (", one frontier per context" if len(starts) > 1 else ""),
             "tokens/s per device",
             "tokens/s per user",
             xaxis_type="log",
@@ -187,12 +197,12 @@ class SweepSummary:
             f"{self.result.model}: decode sweep",
             with_notes(self.to_text()),
             command=command,
-            headline={"frontier": f"{len(front)} points"},
+            headline={"frontier": f"{len(front):,} points"},
             figures=[fig] if fits else [],  # nothing fits: the text says why, no empty axes
         )
 
 
-def _spread(rows: Sequence[Mapping[str, Any]], top: int) -> list[Mapping[str, Any]]:
+def _spread(rows: Sequence[Any], top: int) -> list[Any]:
     """``top`` of the frontier's ``rows`` as search's text picks them: the two ends and an even
     spread between them (0: all), so every context's frontier shows, not the first one's rows."""
     if not top or len(rows) <= top:
@@ -275,6 +285,8 @@ def run_sweep(
     errors: tuple[tuple[str, str], ...] = ()
     if predictor is not None and predictor.framework is not None and config is not None:
         errors = step_error_pairs(
-            predictor.framework, [str(p["device"]) for p in res.frontier()], config.is_moe
+            predictor.framework,
+            list(dict.fromkeys(str(d) for d in res.columns["device"][res.frontier_index()].tolist())),
+            config.is_moe,
         )
     return SweepSummary(req, res, errors)
