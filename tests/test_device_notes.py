@@ -63,3 +63,23 @@ def test_the_json_keeps_the_device_notes(capsys, argv):
     assert main(argv) == 0
     notes = json.loads(capsys.readouterr().out)["notes"]
     assert sum(PRELIMINARY in n for n in notes) == 1, notes
+
+
+@pytest.mark.parametrize("command", ["decode", "prefill"])
+def test_a_page_holds_the_notes_the_run_said(capsys, tmp_path, command):
+    """``decode --weight-dtype fp8 --html`` says on stderr that its matmuls run W8A8; the page,
+    drawn from the report objects, held only the notes the report prints, and lost it. Every
+    ``--html`` page now carries the run's stderr notes it does not hold, once, as the terminal
+    showed them (graphs.cli.html_option.with_said_notes)."""
+    pytest.importorskip("plotly", reason="the html extra (plotly) is not installed")
+    import html
+
+    page = tmp_path / "p.html"
+    assert (
+        main([command, "llama-3.1-8b", "--device", "h100", "--weight-dtype", "fp8", "--html", str(page)]) == 0
+    )
+    err = capsys.readouterr().err
+    said = [ln for ln in err.splitlines() if ln.startswith("costmodel: note: matmuls in fp8_e4m3 (W8A8)")]
+    assert len(said) == 1
+    doc = page.read_text()
+    assert doc.count(html.escape(said[0], quote=False)) == 1

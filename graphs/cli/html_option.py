@@ -17,7 +17,7 @@ from typing import Any
 
 from .options import check_output_path
 
-__all__ = ["add_html_option", "keep", "command_line"]
+__all__ = ["add_html_option", "keep", "command_line", "with_said_notes"]
 
 #: where :func:`keep` stores a run's objects on the namespace
 _KEPT = "_html_objects"
@@ -104,6 +104,58 @@ def add_html_option(sp: argparse.ArgumentParser, kind: str, *, plotly: bool = Tr
     sp.set_defaults(func=_with_html(sp.get_default("func"), sp, _PAGES[kind], plotly=plotly))
 
 
+def with_said_notes(doc: str) -> str:
+    """``doc`` (a whole page) with the notes this run said on stderr that the page does not hold
+    (:func:`costmodel.notes.said`: a matmul dtype assumed, a device's preliminary figures, a tp
+    group priced on the network), as the terminal showed them, in a block after the page's
+    headline (or first in its body): a page drawn from a command's report objects held only the
+    notes its report prints, so what the run assumed on stderr was lost to it.
+
+    Parameters
+    ----------
+    doc : str
+        The page's HTML.
+
+    Returns
+    -------
+    str
+        The page, with a ``<pre class="cm-said">`` block when a note was missing from it.
+
+    >>> from costmodel.notes import clear, say
+    >>> import contextlib, io
+    >>> clear()
+    >>> with contextlib.redirect_stderr(io.StringIO()):
+    ...     say("weights read as bf16")
+    >>> with_said_notes("<html><body><p>report</p></body></html>")
+    '<html><body><pre class="cm-said">costmodel: note: weights read as bf16</pre><p>report</p></body></html>'
+    >>> with_said_notes("<html><body><p>note: weights read as bf16</p></body></html>").count("cm-said")
+    0
+    """
+    import html
+
+    from costmodel.notes import said
+
+    missing = [
+        n
+        for n in said()
+        if html.escape(n.split(": ", 1)[-1], quote=False) not in doc
+        and html.escape(n.split(": ", 1)[-1]) not in doc
+    ]
+    if not missing:
+        return doc
+    block = (
+        '<pre class="cm-said">'
+        + "\n".join(html.escape(f"costmodel: {n}", quote=False) for n in missing)
+        + "</pre>"
+    )
+    head = doc.find('<table class="cm-headline">')
+    at = doc.find("</table>", head) + len("</table>") if head >= 0 else -1
+    if at < len("</table>"):
+        body = doc.find("<body>")
+        at = body + len("<body>") if body >= 0 else 0
+    return doc[:at] + block + doc[at:]
+
+
 def _with_html(
     cmd: Callable[[argparse.Namespace], int],
     sp: argparse.ArgumentParser,
@@ -125,7 +177,7 @@ def _with_html(
         kept = vars(args).get(_KEPT)
         if kept is None:
             raise CostModelError(f"--html {path!r}: this run produced no report to draw")
-        write_html(path, page(args, kept, command_line(sp, args)))
+        write_html(path, with_said_notes(page(args, kept, command_line(sp, args))))
         sys.stderr.write(f"interactive report written to {path}\n")
         return rc
 
