@@ -477,3 +477,18 @@ def test_a_large_sweep_page_draws_one_in_k_of_its_points_and_says_so(tmp_path, m
         mine = [p["tokens_per_s_per_device"] for p in doc["frontier"] if p["ctx"] == c]
         keep = sorted({*range(0, len(mine), kf), len(mine) - 1})
         assert lines[f"frontier, ctx {c} (one in {kf})"] == [mine[i] for i in keep]
+
+
+def test_search_csv_of_an_empty_frontier_keeps_its_header(capsys, tmp_path):
+    """`search --csv` of an empty frontier wrote a 0-byte file, no header; it now writes the
+    header a non-empty frontier's file has (the same columns, in order), and no row."""
+    import csv
+
+    empty, full = tmp_path / "e.csv", tmp_path / "f.csv"
+    base = ["search", "llama-3.1-8b", "--devices", "h100", "--ctxs", "1024"]
+    assert main([*base, "--slo-tpot", "0.000001", "--csv", str(empty)]) == 0
+    assert main([*base, "--csv", str(full)]) == 0
+    capsys.readouterr()
+    head = list(csv.reader(full.open()))[0]
+    assert list(csv.reader(empty.open())) == [head]
+    assert head[:3] == ["device", "weight_dtype", "kv_dtype"] and head[-1] == "usd_per_m_output"

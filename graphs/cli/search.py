@@ -82,12 +82,12 @@ def cmd_search(args: argparse.Namespace) -> int:
 def _write_frontier(path: str, frontier: Sequence[dict[str, Any]]) -> None:
     """``--csv``: the frontier's points, one row each."""
     from costmodel.outfiles import atomic_write
+    from graphs.serving.planning.design_search import FRONTIER_COLUMNS
 
-    with atomic_write(path, "--csv") as f:
-        if frontier:
-            w = csv.DictWriter(f, fieldnames=list(frontier[0]))
-            w.writeheader()
-            w.writerows(frontier)
+    with atomic_write(path, "--csv") as f:  # the header also for an empty frontier (it wrote 0 bytes)
+        w = csv.DictWriter(f, fieldnames=list(FRONTIER_COLUMNS))
+        w.writeheader()
+        w.writerows(frontier)
 
 
 def add_search_parser(sub: Any) -> None:

@@ -75,7 +75,7 @@ from .cost import MISSING_CELLS, check_prices, device_rates, missing_cells, usd_
 from .plan_cards import plan_forms
 from .search_plans import Plan, grid_size, plans_of, positive_ints
 
-__all__ = ["RANK_BY", "SearchResult", "search", "Plan", "grid_size"]
+__all__ = ["RANK_BY", "SearchResult", "search", "Plan", "grid_size", "FRONTIER_COLUMNS"]
 
 #: numeric columns of a frontier point, in order
 METRICS = (
@@ -88,6 +88,24 @@ METRICS = (
     #: USD/h of the plan's devices over its B / TPOT output tokens/s, per 1e6: the point 100 % busy
     #: decoding (graphs.serving.planning.cost.usd_per_m, the definition every command uses)
     "usd_per_m_output",
+)
+
+#: a frontier point's keys, in order (``search --csv``'s header, also for an empty frontier)
+FRONTIER_COLUMNS = (
+    "device",
+    "weight_dtype",
+    "kv_dtype",
+    "tp",
+    "pp",
+    "ep",
+    "dp",
+    "expert_parallel",
+    "microbatches",
+    "devices",
+    "batch",
+    "ctx",
+    "plan",
+    *METRICS,
 )
 
 
