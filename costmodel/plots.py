@@ -78,9 +78,7 @@ def plot_title(
 
 def _save(fig: Any, path: str | Path, title: str = "") -> Any:
     if title:
-        import textwrap
-
-        fig.suptitle(textwrap.fill(title, 90), fontsize=8)
+        fig.suptitle(_wrap(title, fig, 8), fontsize=8)
     fig.tight_layout()
     fmt = Path(path).suffix[1:].lower() or "png"
     with atomic_write(path, "plot", binary=True) as f:  # no half-written figure on a full disk
@@ -89,6 +87,34 @@ def _save(fig: Any, path: str | Path, title: str = "") -> Any:
     # run that draws many plots would otherwise keep every one and warn past 20
     pyplot().close(fig)
     return fig
+
+
+def _wrap(title: str, fig: Any, fontsize: float) -> str:
+    """``title`` broken into lines that fit the figure's width at ``fontsize`` (a glyph taken as
+    0.6 em on average), between its comma-separated parts where it can ("tp 1" never loses
+    its 1 to the next line), inside a part longer than a line between words.
+
+    >>> from types import SimpleNamespace
+    >>> _wrap("what: m on d, batch 8, ctx 4096, tp 1", SimpleNamespace(get_figwidth=lambda: 2.0), 8)
+    'what: m on d, batch 8,\\nctx 4096, tp 1'
+    """
+    import textwrap
+
+    width = max(20, int(fig.get_figwidth() * 72 / (0.6 * fontsize)) - 4)
+    parts = title.split(", ")
+    lines: list[str] = []
+    cur = ""
+    for i, part in enumerate(parts):
+        piece = part + ("," if i < len(parts) - 1 else "")
+        joined = f"{cur} {piece}" if cur else piece
+        if len(joined) <= width:
+            cur = joined
+            continue
+        if cur:
+            lines.append(cur)
+        *full, cur = textwrap.wrap(piece, width) or [""]
+        lines += full
+    return "\n".join([*lines, cur])
 
 
 def roofline_plot(
@@ -120,33 +146,146 @@ def roofline_plot(
     meas = [(r["intensity"], r["flops"] / r["measured_s"]) for r in pts if r.get("measured_s")]
     if meas:
         ax.scatter(*zip(*meas, strict=True), marker="x", color="red", label="measured")
-    # label the nodes that take the most time, by their last two name parts ("mlp.down_proj",
-    # not a cut-off string); nodes that share a point share one label, staggered vertically
-    weight = [r.get("total_time_s") or r.get("time_s") or r.get("measured_s") or 0.0 for r in pts]
-    top = sorted(range(len(pts)), key=lambda i: -weight[i])[:label_top]
-    groups: dict[tuple[float, float], list[str]] = {}
-    for i in top:
-        key = (
-            round(float(np.log10(pts[i]["intensity"])), 1),
-            round(float(np.log10(model[i])), 1),
-        )  # ~25 % bins
-        name = str(pts[i].get("node", pts[i].get("name", "")))
-        groups.setdefault(key, []).append(".".join(name.split(".")[-2:]))
-    for j, ((lx, ly), names) in enumerate(sorted(groups.items())):
-        label = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
-        ax.annotate(
-            label,
-            (10**lx, 10**ly),
-            xytext=(6, 14 if j % 2 else -16),
-            textcoords="offset points",
-            fontsize=7,
-            arrowprops={"arrowstyle": "-", "lw": 0.5, "alpha": 0.5},
-        )
+        # a timing faster than its bound sits above the roof, which no kernel can reach: said
+        above = [
+            (r["intensity"], r["flops"] / r["measured_s"])
+            for r, m in zip(pts, model, strict=True)
+            if r.get("measured_s") and r["flops"] / r["measured_s"] > m
+        ]
+        if above:
+            ax.scatter(
+                *zip(*above, strict=True),
+                s=90,
+                facecolors="none",
+                edgecolors="red",
+                label=f"{len(above)} measured above the roof: the roofs understate this machine",
+            )
     ax.set_xlabel("arithmetic intensity (FLOP/byte)")
     ax.set_ylabel("FLOP/s")
     ax.set_title(title or f"roofline on {dev.name} ({precision})")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left")  # above the sloped roof: no point sits there
+    # label the nodes that take the most time, by their last two name parts ("mlp.down_proj",
+    # not a cut-off string); nodes at one point share one label, placed where it overlaps no
+    # other label, point, the roof or the legend (_place_labels)
+    weight = [r.get("total_time_s") or r.get("time_s") or r.get("measured_s") or 0.0 for r in pts]
+    top = sorted(range(len(pts)), key=lambda i: -weight[i])[:label_top]
+    groups: dict[tuple[float, float], list[int]] = {}
+    for i in top:  # nodes within ~25 % of each other on both axes share a label
+        key = (round(float(np.log10(xs[i])), 1), round(float(np.log10(model[i])), 1))
+        groups.setdefault(key, []).append(i)
+    labels = []
+    for members in groups.values():
+        names = [".".join(str(pts[i].get("node", pts[i].get("name", ""))).split(".")[-2:]) for i in members]
+        text = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
+        labels.append((text, (float(xs[members[0]]), float(model[members[0]]))))  # the heaviest's point
+    roof_line = (x, np.minimum(peak, bw * x))
+    _place_labels(fig, ax, labels, points=[*zip(xs, model, strict=True), *meas], line=roof_line)
     return _save(fig, path)
+
+
+def _place_labels(
+    fig: Any,
+    ax: Any,
+    labels: Sequence[tuple[str, tuple[float, float]]],
+    *,
+    points: Sequence[tuple[float, float]] = (),
+    line: tuple[Any, Any] | None = None,
+) -> list[Any]:
+    """Annotate each ``(text, (x, y))`` (data coordinates) with a leader line to its point.
+
+    Each text goes to the nearest free place below its point (under a roof drawn above the
+    points), right then left of it, line by line further down, above it last: free where its
+    box overlaps no label placed before it, no marker in ``points``, no segment of ``line`` (x
+    and y arrays, log-log), no leader line placed before it and no legend, and stays inside the
+    axes, and where its own leader crosses no label placed before it (where it can). The layout is fixed first
+    (``tight_layout``) so the boxes measured are the ones saved; the labels take no part in it
+    afterwards. A label with no free place keeps the first one, overlapping.
+
+    Returns the annotations, in the order of ``labels``.
+    """
+    fig.tight_layout()
+    renderer = fig.canvas.get_renderer()
+    frame = ax.get_window_extent(renderer)
+    to_px = ax.transData.transform
+    pad = 3.0
+    blocked = [(px - 4, py - 4, px + 4, py + 4) for px, py in to_px(np.asarray(points, float).reshape(-1, 2))]
+    legend = ax.get_legend()
+    if legend is not None:
+        lb = legend.get_window_extent(renderer)
+        blocked.append((lb.x0, lb.y0, lb.x1, lb.y1))
+    texts: list[tuple[float, float, float, float]] = []  # boxes of the labels placed
+    samples = np.empty((0, 2))  # lines no label may cover: the roof, the leaders placed
+    if line is not None:
+        lx, ly = (np.log(np.asarray(v, float)) for v in line)
+        fine = np.interp(np.linspace(0, len(lx) - 1, 40 * len(lx)), np.arange(len(lx)), lx)
+        samples = to_px(np.exp(np.column_stack([fine, np.interp(fine, lx, ly)])))
+
+    def hits(box: tuple[float, float, float, float], pts: Any) -> bool:
+        x0, y0, x1, y1 = box
+        return bool(((pts[:, 0] > x0) & (pts[:, 0] < x1) & (pts[:, 1] > y0) & (pts[:, 1] < y1)).any())
+
+    def leader(anchor: Any, box: tuple[float, float, float, float]) -> Any:
+        """The leader's points: from the anchor to the text box's centre (the part in it is hidden)."""
+        centre = np.array([(box[0] + box[2]) / 2, (box[1] + box[3]) / 2])
+        t = np.linspace(0.0, 1.0, 60)[:, None]
+        return anchor + t * (centre - anchor)
+
+    def annotate(text: str, xy: tuple[float, float], dx: float, dy: float, ha: str) -> Any:
+        ann = ax.annotate(
+            text,
+            xy,
+            xytext=(dx, dy),
+            textcoords="offset points",
+            ha=ha,
+            va="top" if dy < 0 else "bottom",
+            fontsize=7,
+            arrowprops={"arrowstyle": "-", "lw": 0.5, "alpha": 0.5},
+        )
+        ann.set_in_layout(False)
+        return ann
+
+    # nearest first: below right, below left, a line further down each, ...; above last
+    offsets = [(dx, -12 - 11 * k, ha) for k in range(8) for dx, ha in ((8, "left"), (-8, "right"))]
+    offsets += [(dx, 6 + 11 * k, ha) for k in range(6) for dx, ha in ((8, "left"), (-8, "right"))]
+    placed = {}
+    for text, xy in sorted(labels, key=lambda lab: lab[1]):
+        anchor = to_px(np.array([xy], float))[0]
+        # a place whose leader crosses no label if there is one, else one whose text is free
+        for (dx, dy, ha), strict in [(o, True) for o in offsets] + [(o, False) for o in offsets]:
+            ann = annotate(text, xy, dx, dy, ha)
+            b = _text_box(ann, renderer)
+            box = (b.x0 - pad, b.y0 - pad, b.x1 + pad, b.y1 + pad)
+            inside = frame.x0 <= box[0] and box[2] <= frame.x1 and frame.y0 <= box[1] and box[3] <= frame.y1
+            lead = leader(anchor, box)
+            if (
+                inside
+                and not any(
+                    box[0] < c and a < box[2] and box[1] < d and bb < box[3] for a, bb, c, d in blocked
+                )
+                and not hits(box, samples)
+                and not (strict and any(hits(t, lead) for t in texts))
+            ):
+                break
+            ann.remove()
+        else:  # nowhere free: the first place, overlapping
+            ann = annotate(text, xy, *offsets[0])
+            b = _text_box(ann, renderer)
+            box = (b.x0, b.y0, b.x1, b.y1)
+            lead = leader(anchor, box)
+        blocked.append(box)
+        texts.append(box)
+        samples = np.vstack([samples, lead])
+        placed[(text, xy)] = ann
+    return [placed[lab] for lab in labels]
+
+
+def _text_box(ann: Any, renderer: Any) -> Any:
+    """The display box of an annotation's text alone (its leader line left out), at the place
+    the offset puts it (placed as a draw would place it)."""
+    from matplotlib.text import Text
+
+    ann.update_positions(renderer)
+    return Text.get_window_extent(ann, renderer)
 
 
 def ledger_plot(
@@ -161,7 +300,7 @@ def ledger_plot(
         vals = np.array([terms_by_batch[b][key] for b in batches]) / 2**30
         ax.bar([str(b) for b in batches], vals, bottom=bottom, label=key)
         bottom += vals
-    ax.axhline(capacity_bytes / 2**30, color="k", ls="--", label="capacity")
+    ax.axhline(capacity_bytes / 2**30, color="k", ls="--", label=f"capacity {capacity_bytes / 2**30:.2f} GiB")
     ax.set_xlabel("batch")
     ax.set_ylabel("memory (GiB)")
     ax.legend(fontsize=7)
@@ -170,7 +309,13 @@ def ledger_plot(
 
 def batch_sweep_plot(rows: list[Any], path: str | Path, *, title: str = "") -> Any:
     """Latency and throughput against batch (the article's figure 3): the bound, and the
-    measured latency where rows carry one (``measured_s``)."""
+    measured latency where rows carry one (``measured_s``).
+
+    A measured latency below its bound is one no kernel can reach: those points are ringed,
+    their count in the legend ("faster than the bound": the roofs the bound was taken on
+    understate the machine, e.g. a probe's small sizes), as ``probe`` flags them
+    (``above_bound``). The axes' ticks are plain numbers (``0.5``, ``20``), not powers of ten.
+    """
     plt = pyplot()
     rows = [plain(r) for r in rows]  # BenchRow reports or plain dicts
     b = np.array([r["shape"]["B"] for r in rows])
@@ -180,14 +325,49 @@ def batch_sweep_plot(rows: list[Any], path: str | Path, *, title: str = "") -> A
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 4))
     if measured:
         a1.loglog(b, lat, "o-", label="measured")
+        fast = lat < pred
+        if fast.any():
+            a1.scatter(
+                b[fast],
+                lat[fast],
+                s=110,
+                facecolors="none",
+                edgecolors="red",
+                zorder=3,
+                label=f"{int(fast.sum())} of {len(b)} faster than the bound: its roofs understate this machine",
+            )
     a1.loglog(b, pred, "k--", label="bound")
     a1.set_xlabel("batch")
     a1.set_ylabel("latency (ms)")
-    a1.legend(fontsize=7)
+    # under the axes: a noisy measured curve leaves no corner free
+    a1.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=2, frameon=False)
     a2.loglog(b, b / lat * 1e3, "o-")
     a2.set_xlabel("batch")
     a2.set_ylabel("throughput (rows/s)" if measured else "throughput (tokens/s, bound)")
+    for ax in (a1, a2):
+        _plain_ticks(ax)
     return _save(fig, path, title)
+
+
+def _plain_ticks(ax: Any) -> None:
+    """Log axes' tick labels as plain numbers (``%g``: 0.1, 20, 1e+04, not ``2x10^1``); minor
+    ticks labelled too where the axis spans under two decades (2 and 5 of each decade; every one
+    under one decade), so that a short range still reads."""
+    from matplotlib.ticker import FuncFormatter
+
+    def minor(axis: Any) -> Any:
+        def label(v: float, _pos: Any) -> str:
+            lo, hi = sorted(axis.get_view_interval())
+            decades = np.log10(hi / lo) if lo > 0 else np.inf
+            mantissa = round(v / 10 ** np.floor(np.log10(v) + 1e-9))
+            return f"{v:g}" if decades < 1 or (decades < 2 and mantissa in (2, 5)) else ""
+
+        return FuncFormatter(label)
+
+    for axis in (ax.xaxis, ax.yaxis):
+        if axis.get_scale() == "log":
+            axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+            axis.set_minor_formatter(minor(axis))
 
 
 def frontier_plot(points: list[dict[str, Any]], path: str | Path, *, title: str = "") -> Any:
