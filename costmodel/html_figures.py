@@ -86,14 +86,21 @@ def roofline_figure(
     by_kind: dict[str, list[NodeRow]] = {}
     for r in pts:
         by_kind.setdefault(r.kind, []).append(r)
-    for kind, rs in by_kind.items():
+    # every trace its own colour: left to plotly's 10-colour cycle (the ridge markers take
+    # places in it too) the drawn roofs tensor bf16 and vector fp32 came out the same colour
+    node_colours, roof_colours = _ROOFLINE_COLOURS
+    for i, (kind, rs) in enumerate(by_kind.items()):
         fig.add_trace(
             go.Scatter(
                 x=[r.intensity for r in rs],
                 y=[r.flops / r.time_s for r in rs],
                 mode="markers",
                 name=f"nodes bound by {kind}",
-                marker={"size": [6 + 24 * math.sqrt(r.share) for r in rs], "line": {"width": 0.5}},
+                marker={
+                    "size": [6 + 24 * math.sqrt(r.share) for r in rs],
+                    "line": {"width": 0.5},
+                    "color": node_colours[i % len(node_colours)],
+                },
                 text=[_node_hover(r, details.get(r.node, "")) for r in rs],
                 hovertemplate="%{text}<extra></extra>",
             )
@@ -102,6 +109,9 @@ def roofline_figure(
     ridges = [as_float(roof.peak_flops_per_s) / bw for roof in hw.roofs]
     lo = min([*xs, *ridges, 1.0]) / 4
     hi = max([*xs, *ridges, 1.0]) * 4
+    # the drawn roofs take the palette's first colours, the ones a click away the rest
+    drawn_first = sorted(hw.roofs, key=lambda roof: roof.precision not in show_precisions)
+    colour = {id(roof): roof_colours[i % len(roof_colours)] for i, roof in enumerate(drawn_first)}
     for roof in hw.roofs:
         peak = as_float(roof.peak_flops_per_s)
         ridge = peak / bw
@@ -116,7 +126,7 @@ def roofline_figure(
                 mode="lines",
                 name=plain(label),
                 visible=visible,
-                line={"width": 1.2},
+                line={"width": 1.2, "color": colour[id(roof)]},
                 hovertemplate=f"{plain(label, template=True)}<extra></extra>",
             )
         )
@@ -149,6 +159,39 @@ def roofline_figure(
     )
 
 
+#: the roofline's colours: its node groups' (plotly's own first ones) and its roofs' (a
+#: 24-colour palette, none of them a node group's), each trace its own
+_ROOFLINE_COLOURS = (
+    ("#636EFA", "#EF553B", "#00CC96", "#AB63FA", "#FFA15A"),
+    (
+        "#2E91E5",
+        "#E15F99",
+        "#1CA71C",
+        "#222A2A",
+        "#B68100",
+        "#750D86",
+        "#EB663B",
+        "#511CFB",
+        "#00A08B",
+        "#FB00D1",
+        "#6C7C32",
+        "#778AAE",
+        "#862A16",
+        "#A777F1",
+        "#620042",
+        "#1616A7",
+        "#DA60CA",
+        "#6C4516",
+        "#0D2A63",
+        "#AF0038",
+        "#FB0D0D",
+        "#DA16FF",
+        "#FC0080",
+        "#B2828D",
+    ),
+)
+
+
 def _node_hover(r: NodeRow, detail: str) -> str:
     parts = [
         f"<b>{plain(r.node)}</b> ({plain(r.op)})",
@@ -158,6 +201,11 @@ def _node_hover(r: NodeRow, detail: str) -> str:
         f"share of the step {100 * r.share:.2f}%",
     ]
     return "<br>".join(p for p in parts if p)
+
+
+#: a horizontal-bar figure's margins above (its title) and below (its axis and its title), px,
+#: and the height each bar is given
+HBAR_TOP, HBAR_BOTTOM, HBAR_PX = 60, 70, 30
 
 
 def hbar_figure(
@@ -188,8 +236,10 @@ def hbar_figure(
         title=plain(title),
         xaxis_title=plain(x_title),
         template="plotly_white",
-        height=130 + 30 * len(labels),
-        margin={"l": left_margin},
+        # the margins are set, not plotly's (100 px top, 80 bottom): with them a 3-bar figure
+        # kept 40 px for its bars and dropped the middle bar's label (serve disagg's "KV transfer")
+        height=HBAR_TOP + HBAR_BOTTOM + HBAR_PX * len(labels),
+        margin={"l": left_margin, "t": HBAR_TOP, "b": HBAR_BOTTOM},
     )
     return fig
 

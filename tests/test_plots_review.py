@@ -136,3 +136,86 @@ def test_make_figures_every_figure_says_what_and_where(tmp_path, monkeypatch, ca
     runpy.run_path(str(script), run_name="__main__")
     assert len(titles) == 4 and all(titles)
     assert "a100-sxm-40gb" in titles[0] and "this machine" in titles[2] and "78 GiB" in titles[3]
+
+
+def _page_figures(page: str) -> list[tuple[list, dict]]:
+    """Each figure's ``(data, layout)`` as a page hands them to plotly.js."""
+    import json
+    import re
+
+    dec = json.JSONDecoder()
+    out = []
+    for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page):
+        data, end = dec.raw_decode(page, m.end())
+        end = re.compile(r",\s*").match(page, end).end()
+        layout, _ = dec.raw_decode(page, end)
+        out.append((data, layout))
+    return out
+
+
+def _run_page(capsys, tmp_path, *argv):
+    import json
+
+    from graphs.cli import main
+
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    page = tmp_path / "p.html"
+    assert main([*argv, "--html", str(page)]) == 0
+    capsys.readouterr()
+    return doc, page.read_text()
+
+
+def test_decode_page_roofline_draws_each_roof_in_its_own_colour(capsys, tmp_path):
+    """``decode --html``'s roofline left colours to plotly's 10-colour cycle, in which the ridge
+    markers take places too: the drawn roofs tensor bf16 and vector fp32 came out one purple.
+    Every drawn roof (the device's bf16 and fp32 roofs, as ``hw`` lists them) now has a colour
+    of its own, none a node group's."""
+    pytest.importorskip("plotly", reason="html extra not installed")
+    from costmodel import get_device
+
+    _, page = _run_page(capsys, tmp_path, "decode", "llama-3.1-8b", "--batch", "8", "--ctx", "4096")
+    data, _layout = next(f for f in _page_figures(page) if "roofline" in f[1]["title"]["text"])
+    roofs = [t for t in data if t["name"].startswith("roof ") and t.get("visible", True) is True]
+    dev = get_device("h100-sxm")
+    assert len(roofs) == len([r for r in dev.roofs if r.precision in ("bf16", "fp32")])
+    colours = [t["line"]["color"] for t in roofs]
+    assert len(set(colours)) == len(colours)
+    nodes = {t["marker"]["color"] for t in data if t["name"].startswith("nodes bound by")}
+    assert nodes and not nodes & set(colours)
+
+
+def test_disagg_page_gives_each_ttft_term_its_row(capsys, tmp_path):
+    """``serve disagg --html`` drew its three TTFT terms in 40 px (plotly's own 180 px of
+    margins in a 220 px figure): "KV transfer" lost its label. Each bar now has 30 px, and the
+    bars are the terms ``--json`` gives."""
+    pytest.importorskip("plotly", reason="html extra not installed")
+    doc, page = _run_page(capsys, tmp_path, "serve", "disagg", "llama-3.1-8b")
+    ((data, layout),) = _page_figures(page)
+    (bar,) = data
+    t = doc["ttft"]
+    assert dict(zip(bar["y"], bar["x"], strict=True)) == pytest.approx(
+        {
+            "prefill": 1e3 * t["prefill_s"],
+            "KV transfer": 1e3 * t["kv_transfer_s"],
+            "first decode": 1e3 * t["first_decode_s"],
+        }
+    )
+    m = layout["margin"]
+    assert (layout["height"] - m["t"] - m["b"]) / len(bar["y"]) >= 30
+
+
+def test_plans_page_names_its_model_and_draws_the_frontier(capsys, tmp_path):
+    """``serve plans --html`` was titled "parallel plans" with no model or device, and its
+    figure did not show which points are the frontier its headline counts: the title names
+    them, and a frontier trace joins the rows ``--json`` marks ``pareto``."""
+    pytest.importorskip("plotly", reason="html extra not installed")
+    rows, page = _run_page(capsys, tmp_path, "serve", "plans", "llama-3.1-70b", "--device", "h100-sxm")
+    assert "<title>parallel plans: llama-3.1-70b on h100-sxm, ctx 4096</title>" in page
+    ((data, _),) = _page_figures(page)
+    front = next(t for t in data if t["name"] == "frontier")
+    want = sorted((r["tokens_per_s_per_device"], r["tokens_per_s_per_user"]) for r in rows if r["pareto"])
+    assert front["x"] == pytest.approx([x for x, _ in want]) and front["y"] == pytest.approx(
+        [y for _, y in want]
+    )
+    assert len(want) == 2  # the headline's "2 of 8 points"

@@ -506,15 +506,31 @@ class PlansSummary:
                     hovertemplate="%{text}<extra></extra>",
                 )
             )
+        # the frontier the headline counts and the table stars, drawn over the points
+        front = sorted((r for r in self.rows if r["pareto"]), key=lambda r: r["tokens_per_s_per_device"])
+        fig.add_trace(
+            go.Scatter(
+                x=[r["tokens_per_s_per_device"] for r in front],
+                y=[r["tokens_per_s_per_user"] for r in front],
+                mode="lines+markers",
+                name="frontier",
+                line={"color": "crimson", "width": 1},
+                marker={"symbol": "circle-open", "size": 12, "color": "crimson"},
+                text=[plain(f"{r['device']} {r['plan']}, batch {r['batch']}") for r in front],
+                hovertemplate="frontier: %{text}<extra></extra>",
+            )
+        )
+        req = self.request
+        model = self.rows[0]["model"] if self.rows else ""
+        where = f"{model} on {', '.join(req.devices)}, ctx {req.ctx}".strip()
         styled(
             fig,
-            "plans: tokens/s per user against tokens/s per device",
+            f"plans: tokens/s per user against tokens/s per device ({where})",
             "tokens/s per device",
             "tokens/s per user",
         )
-        front = [r for r in self.rows if r["pareto"]]
         return report_page(
-            "parallel plans",
+            f"parallel plans: {where}",
             self.to_text(),
             command=command,
             headline={"frontier": f"{len(front)} of {len(self.rows)} points"},
