@@ -375,13 +375,19 @@ def frontier_plot(points: list[dict[str, Any]], path: str | Path, *, title: str 
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.5))
     fit = [p for p in points if p.get("fits", True)]
-    ax.scatter(
-        [p["tokens_per_s_per_device"] for p in fit],
-        [p["tokens_per_s_per_user"] for p in fit],
-        s=10,
-        alpha=0.4,
-        label="configurations",
-    )
+    # one colour per context where the points carry one: the same batch at 1024 and 16384
+    # tokens were one undistinguished cloud of "configurations"
+    by_ctx: dict[Any, list[dict[str, Any]]] = {}
+    for p in fit:
+        by_ctx.setdefault(p.get("ctx"), []).append(p)
+    for ctx, group in sorted(by_ctx.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+        ax.scatter(
+            [p["tokens_per_s_per_device"] for p in group],
+            [p["tokens_per_s_per_user"] for p in group],
+            s=14,
+            alpha=0.6,
+            label="configurations" if ctx is None else f"ctx {ctx}",
+        )
     front = sorted((p for p in fit if p.get("pareto")), key=lambda p: p["tokens_per_s_per_device"])
     ax.plot(
         [p["tokens_per_s_per_device"] for p in front],
@@ -390,6 +396,7 @@ def frontier_plot(points: list[dict[str, Any]], path: str | Path, *, title: str 
         label="Pareto frontier",
     )
     ax.set_xscale("log")
+    _plain_ticks(ax)
     ax.set_xlabel("tokens/s per device")
     ax.set_ylabel("tokens/s per user")
     ax.legend(fontsize=7)

@@ -219,3 +219,25 @@ def test_plans_page_names_its_model_and_draws_the_frontier(capsys, tmp_path):
         [y for _, y in want]
     )
     assert len(want) == 2  # the headline's "2 of 8 points"
+
+
+def test_frontier_plot_tells_its_contexts_apart(tmp_path):
+    """``plot frontier`` drew batches at ctx 1024, 4096 and 16384 as one cloud of
+    "configurations": each context is its own series, its points the sweep's rows at it."""
+    from costmodel import plots
+    from graphs.serving.analysis.sweeps import sweep
+
+    rows = sweep("llama-3.1-8b", devices=["h100-sxm"], batches=[1, 8, 64], ctxs=[1024, 16384]).rows()
+    fig = plots.frontier_plot(rows, tmp_path / "f.png")
+    ax = fig.axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["ctx 1024", "ctx 16384", "Pareto frontier"]
+    for c in ax.collections:
+        ctx = int(c.get_label().split()[1])
+        want = [
+            [r["tokens_per_s_per_device"], r["tokens_per_s_per_user"]]
+            for r in rows
+            if r["ctx"] == ctx and r["fits"]
+        ]
+        got = c.get_offsets().tolist()
+        assert len(got) == len(want) and all(g == pytest.approx(w) for g, w in zip(got, want, strict=True))
