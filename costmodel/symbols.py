@@ -140,11 +140,25 @@ _ASSUMPTIONS: dict[str, dict[str, bool]] = {
 }
 
 
+#: the longest symbol name taken (a dimension named by a user, a file or an importer); longer
+#: names are refused, so an error or a closed form never quotes a name of thousands of characters
+MAX_NAME = 200
+
+
+def _shown(name: object) -> str:
+    """``name`` as an error quotes it: its repr, cut to 100 characters with its length said."""
+    if isinstance(name, str) and len(name) > 100:
+        return f"{name[:100]!r}... ({len(name):,} characters)"
+    return repr(name)
+
+
 def _make(name: str, kind: str) -> sympy.Symbol:
     if not isinstance(name, str) or not name.isidentifier():
         raise InvalidDimensionError(
-            f"symbol name {name!r} is not a valid identifier; use letters, digits and _"
+            f"symbol name {_shown(name)} is not a valid identifier; use letters, digits and _"
         )
+    if len(name) > MAX_NAME:
+        raise InvalidDimensionError(f"symbol name {_shown(name)} is too long: at most {MAX_NAME} characters")
     sym = _CACHE.get(name)
     if sym is None:
         sym = sympy.Symbol(name, **_ASSUMPTIONS[kind])
@@ -186,7 +200,7 @@ def dim(name: str) -> sympy.Symbol:
         raise InvalidDimensionError(f"{name!r} names a {kind}, not a dimension; use symbols.{kind}({name!r})")
     if not isinstance(name, str) or not name.isidentifier():
         raise InvalidDimensionError(
-            f"dimension name {name!r} is not a valid identifier; use letters, digits and _"
+            f"dimension name {_shown(name)} is not a valid identifier; use letters, digits and _"
         )
     return _make(DIM_ALIASES.get(name, name), "dimension")
 

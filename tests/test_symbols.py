@@ -66,3 +66,22 @@ def test_no_module_makes_its_own_symbols():
 
 def test_exact_symbols_are_shared_objects():
     assert sympy.Symbol("P", positive=True) == quantity("P")  # sympy equality by name + assumptions
+
+
+def test_a_symbol_name_is_bounded_and_quoted_short():
+    """A dimension name of thousands of characters (an importer's tensor name, a layer file) was
+    taken and quoted whole in every error and closed form; the name is now at most 200 characters
+    (MAX_NAME) and an error quotes its first 100 with its length."""
+    from costmodel.errors import InvalidDimensionError
+    from costmodel.symbols import MAX_NAME, dim
+
+    assert MAX_NAME == 200
+    assert str(dim("a" * 200)) == "a" * 200
+    with pytest.raises(
+        InvalidDimensionError, match=r"\.\.\. \(10,000 characters\) is too long: at most 200"
+    ) as e:
+        dim("b" * 10_000)
+    assert len(str(e.value)) < 200
+    with pytest.raises(InvalidDimensionError, match=r"\(5,000 characters\) is not a valid identifier") as e:
+        dim("-" * 5_000)
+    assert len(str(e.value)) < 200
