@@ -16,21 +16,49 @@ Means, not single requests: a request's TTFT depends on where its arrival falls 
 iteration in flight (up to a whole step), and any change of the terms reshuffles those phases,
 so a single request's residual jumps where a group's mean moves smoothly.
 
-by Gauss-Newton: the Jacobian ``J`` by forward differences of the simulator (one simulation
+The fit runs in two stages, the number of simulations bounded and reported
+(:attr:`ServingFit.simulations`; about 2.5 times the Gauss-Newton stage's alone with the defaults).
+
+First Gauss-Newton: the Jacobian ``J`` by forward differences of the simulator (one simulation
 per term and run, each term stepped by its own scale), the step ``lstsq(J, -r)`` with the terms
 kept in their valid ranges by an active set (a term the step would take below its bound, such as
 a negative time, or a kernel scale below 1 on the bound, whose kernels would then run faster than
 their roofline, is held at the bound and the others solved again: :func:`_bounded_step`; a term
 past the top of its range, :data:`graphs.serving.pricing.overheads.TERM_RANGES`, is held there), and
-a step is taken only if it lowers the cost, else a half and a quarter of it are tried (the
-objective is rough at the scale of one iteration's phase, so a full step can overshoot); the fit
-stops when no step helps or the step is under a twentieth of a term's scale. Near the optimum the
-residuals are affine in the terms (each adds to the latencies linearly, through the queue), so it
-converges in a few steps. Standard errors are the usual ``sqrt(diag((J^T J)^{-1}) s^2)`` with
-``s^2 = RSS / (m - p)`` over the terms not held at a bound (:attr:`ServingFit.at_bound`: those
-have none, and the others' are conditional on them); a term the data do not constrain (a
-singular direction) is reported as not determined instead of a number. ``bins`` sets the groups
-per run (1: a run's means only) and ``metrics`` which latencies are fitted (TTFT, TPOT or both).
+a step is taken only if it lowers the cost, else a half and a quarter of it are tried; it stops
+when no step helps or the step is under a twentieth of a term's scale. It gets into the valley of
+the cost, but not to its bottom: the objective is rough (the simulation is of discrete events, and
+a change of a thousandth in the kernel scale reshuffles which requests share an iteration, moving
+the group means by a per cent or two), so it stops at a rough local minimum, and a forward
+difference there measures the roughness as much as the slope. Planted terms (kernel scale 1.25,
+0.5 ms per iteration, 8 ms per request) came back as 1.18, 0.76 ms and 8.6 ms, 6.4 of its standard
+errors off, from runs with 1 % noise (``python -m benchmarks.serving_fit_planted``).
+
+Then :data:`DESIGN_ROUNDS` design rounds: a Latin hypercube of :data:`DESIGN_POINTS_PER_TERM` points
+per term (plus one) in a box of :data:`DESIGN_WIDTH` steps either side of the point found (within
+the terms' ranges) is simulated, every group's residual is regressed on the terms over all the
+points simulated so far (the surrogate: an affine model whose Jacobian and intercept average the
+roughness out; the residuals are near affine in the terms over such a box, each term adding to the
+latencies linearly through the queue), and the surrogate's bounded least-squares minimum is
+simulated; the next round is centred on it. The fitted terms are those of the lowest cost among
+the point Gauss-Newton stopped at and the surrogates' minima (a surrogate of a strongly non-affine
+replay, a closed loop of equal requests, can miss), never the luckiest design point (whose low
+cost is mostly roughness).
+
+Standard errors are a bootstrap (:data:`BOOTSTRAP` resamples, no simulation each): each resample
+draws the design points with replacement (the surrogate's own uncertainty from the roughness) and
+the group means with replacement (each with its misfit at the fit: the measured noise and the
+roughness the surrogate does not follow) and refits the surrogate's bounded minimum; the standard
+error is the resamples' standard deviation. Two terms whose resampled estimates correlate beyond
+:data:`TRADE_OFF_CORR` trade off (:attr:`ServingFit.trade_offs`: the kernel scale and the time per
+iteration, both adding to every step, correlate at -0.9 to -1.0 on runs of 3-20 req/s), said with
+the partner named: their sum's effect is known better than either. A term held at a bound of its
+range (:attr:`ServingFit.at_bound`) has none (its interval is one sided; the others' resamples may
+move it off the bound); a term the surrogate does not determine (a singular direction) is
+reported as not determined instead of a number. ``design_rounds=0`` skips the design: the terms
+where Gauss-Newton stopped, with the usual ``sqrt(diag((J^T J)^{-1}) s^2)``, ``s^2 = RSS / (m -
+p)``, of its forward differences (local curvature only). ``bins`` sets the groups per run (1: a
+run's means only) and ``metrics`` which latencies are fitted (TTFT, TPOT or both).
 
 A summary-only run (:class:`graphs.serving.planning.bench_results.Summary`: a ``vllm bench serve`` result
 without ``--save-detailed``, a GuideLLM report without per-request rows) has no requests to group:
@@ -79,7 +107,13 @@ from .bench_results import BenchRun, json_error
 from .executors import map_ordered, received, send_once
 
 __all__ = [
+    "BOOTSTRAP",
     "COLLINEAR_COS",
+    "DESIGN_POINTS_PER_TERM",
+    "DESIGN_ROUNDS",
+    "DESIGN_WIDTH",
+    "MAX_DESIGN_WIDTH",
+    "TRADE_OFF_CORR",
     "METRICS",
     "SimulateRun",
     "fp8_matmuls",
@@ -129,6 +163,25 @@ DEFAULT_TERMS = FIT_DEFAULT_TERMS
 #: correlation at which the variance inflation ``1 / (1 - c^2)`` exceeds 250: a standard error
 #: sixteen times the one the term would have alone
 COLLINEAR_COS = 0.998
+#: two fitted terms whose bootstrap estimates correlate beyond this (in absolute value) trade off:
+#: a change of one is largely made up by the other, so each alone is known less well than the pair
+#: (:attr:`ServingFit.trade_offs`; said with the partner named, short of :data:`COLLINEAR_COS`)
+TRADE_OFF_CORR = 0.9
+#: design rounds after Gauss-Newton (module doc): the first smooths the point it stopped at, the
+#: second, centred on the first's surrogate minimum, refines it
+DESIGN_ROUNDS = 2
+#: points simulated per design round, per fitted term (plus one): enough that each group's
+#: regression on the terms averages the phase roughness of single simulations
+DESIGN_POINTS_PER_TERM = 6
+#: the design box's half width, in forward-difference steps of each term: wider than the roughness
+#: (which decorrelates within a thousandth of a kernel scale), narrow enough that the residuals stay
+#: near affine
+DESIGN_WIDTH = 2.0
+#: the widest box of a later round, in steps: it spans three standard errors of the round before
+MAX_DESIGN_WIDTH = 10.0
+#: bootstrap resamples of the standard errors (each a least-squares refit of the surrogate: no simulation)
+BOOTSTRAP = 400
+_DESIGN_SEED = 20261201  #: the design's and the bootstrap's draws: a fit is the same every run
 #: the requests of a run a fit replays by default (``calibrate serving --max-requests``): each
 #: fit step simulates every run once per term and more, so a run's length sets the fit's time
 #: (5,000 requests: about a second per simulation of an 8B model); a longer run is cut to its
@@ -354,6 +407,13 @@ class ServingFit:
     dtypes : dict of str to str or None
         The formats the runs were replayed in (:func:`served_dtypes`; None: a file from before
         they were recorded).
+    trade_offs : tuple of (str, str, float)
+        Pairs of fitted terms whose estimates correlate beyond :data:`TRADE_OFF_CORR`, and the
+        correlation (those not already ``collinear``).
+    uncertainty : str
+        How ``stderr`` was computed.
+    simulations : int
+        Simulations the fit ran.
     """
 
     model: str
@@ -374,6 +434,13 @@ class ServingFit:
     moe_kernel: str | None = None
     #: the formats the runs were replayed in (:func:`served_dtypes`; None: not recorded)
     dtypes: dict[str, str] | None = None
+    #: pairs of fitted terms whose estimates correlate beyond :data:`TRADE_OFF_CORR` (not those of
+    #: ``collinear``), with the correlation
+    trade_offs: tuple[tuple[str, str, float], ...] = ()
+    #: how the standard errors were computed (a report's words; not in the fit file)
+    uncertainty: str = ""
+    #: simulations the fit ran (0: not recorded, a fit read from its file)
+    simulations: int = 0
 
     @property
     def held_out(self) -> list[RunError]:
@@ -553,6 +620,9 @@ def fit_serving(
     executor: Any = None,
     moe_kernel: str | None = None,
     dtypes: dict[str, str] | None = None,
+    design_rounds: int = DESIGN_ROUNDS,
+    design_points: int | None = None,
+    bootstrap: int = BOOTSTRAP,
 ) -> ServingFit:
     """Fit ``terms`` of ``base`` to ``runs`` but those indexed in ``held_out`` (module doc).
 
@@ -621,6 +691,13 @@ def fit_serving(
     executor : Any, optional
         A Dask ``Client`` or ``concurrent.futures`` executor the simulations run on
         (:mod:`graphs.serving.planning.executors`; None: this process).
+    design_rounds : int
+        Rounds of the design after Gauss-Newton (:data:`DESIGN_ROUNDS`; 0: none, the terms where
+        Gauss-Newton stopped and their standard errors of its local curvature, as before).
+    design_points : int, optional
+        Points simulated per design round (None: :data:`DESIGN_POINTS_PER_TERM` per term plus one).
+    bootstrap : int
+        Resamples of the bootstrap of the standard errors (no simulation each).
 
     Returns
     -------
@@ -686,7 +763,20 @@ def fit_serving(
 
     p = len(terms)
     # each step: a Jacobian (p simulations) and up to three trials, then the runs once more
-    most = len(fit_idx) * (1 + iterations * (p + 3) + p) + len(runs)
+    if isinstance(design_rounds, bool) or not isinstance(design_rounds, int) or not 0 <= design_rounds <= 8:
+        raise CostModelError(f"design_rounds must be a whole number in [0, 8], got {design_rounds!r}")
+    k = DESIGN_POINTS_PER_TERM * p + 1 if design_points is None else design_points
+    if isinstance(k, bool) or not isinstance(k, int) or not p + 2 <= k <= 1000:
+        raise CostModelError(
+            f"design_points must be a whole number in [{p + 2}, 1000] (the terms fitted plus two), got {k!r}"
+        )
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, int) or not 20 <= bootstrap <= 100_000:
+        raise CostModelError(f"bootstrap must be a whole number in [20, 100000], got {bootstrap!r}")
+    rounds = design_rounds
+    # the fit's simulations at most: the start; each Gauss-Newton step's Jacobian (p) and up to three
+    # trials; each design round's points and its surrogate's minimum (or, with no design, the last
+    # point's Jacobian); then every run once more
+    most = len(fit_idx) * (1 + iterations * (p + 3) + (rounds * (k + 1) if rounds else p)) + len(runs)
     done = [0]
 
     sent = send_once(executor, list(runs)) if executor is not None else runs
@@ -756,31 +846,72 @@ def fit_serving(
                 break
         else:  # no shorter step helps either: the start of this step is the optimum found
             break
+    # the design rounds: a Latin hypercube of ``k`` points in a box of DESIGN_WIDTH steps about
+    # the point found, every group's residual regressed on the terms over all of them (the
+    # smoothed Jacobian and intercept: the phase roughness averaged out), the surrogate's bounded
+    # minimum simulated, and the next round centred there (module doc)
+    rng = np.random.default_rng(_DESIGN_SEED)
+    X: list[np.ndarray] = []
+    R: list[np.ndarray] = []
+    xc, w = x, DESIGN_WIDTH * h
+    for rnd in range(rounds):
+        pts = _latin(rng, k, np.maximum(lo, xc - w), np.minimum(hi, xc + w))
+        X += list(pts)
+        R += residuals_at([at(v) for v in pts])
+        a, Js = _surrogate(np.array(X), np.array(R), xc, h)
+        xs = np.minimum(hi, _bounded_step(Js, a, xc, lo, h))
+        rs = residuals(at(xs))
+        # the next box spans the uncertainty found, at least DESIGN_WIDTH steps and at most
+        # MAX_DESIGN_WIDTH: a surrogate on a box narrower than the valley's rough floor sees one dip
+        sd = _bootstrap(np.array(X), np.array(R), xs, h, lo, hi, rs, rng, 50).std(axis=0)
+        w = np.clip(3 * sd, DESIGN_WIDTH * h, MAX_DESIGN_WIDTH * h)
+        say(
+            f"design round {rnd + 1}: {len(X)} points simulated, surrogate minimum's rms relative residual "
+            f"{math.sqrt(float(rs @ rs) / len(rs)):.4g}"
+        )
+        xc = xs
+        if float(rs @ rs) < float(
+            r @ r
+        ):  # a surrogate far from affine (a closed loop) can miss: kept the better
+            x, r = xs, rs
     x = np.where(
         x - lo < 1e-9 * h, lo, np.where(hi - x < 1e-9 * h, hi, x)
     )  # within rounding of a bound: at it
-    if J is None:  # the last accepted point's Jacobian, for the standard errors
-        J = jacobian(x, r)
     theta = at(x)
-    J = J / h  # back to the terms' own units for the covariance
     m = len(y)
-    # a term that ends at a bound of its range is held there: no standard error (its interval is
-    # one sided), the others' conditional on it
-    bound = [k for k in range(p) if x[k] <= lo[k] or x[k] >= hi[k]]
-    free = [k for k in range(p) if k not in bound]
     stderr: dict[str, float | None] = {t: None for t in terms}
+    bound = [k_ for k_ in range(p) if x[k_] <= lo[k_] or x[k_] >= hi[k_]]
+    free = [k_ for k_ in range(p) if k_ not in bound]
+    trade: tuple[tuple[str, str, float], ...] = ()
+    if rounds:
+        Xa, Ra = np.array(X), np.array(R)
+        _, J = _surrogate(Xa, Ra, x, h)
+        boot = _bootstrap(Xa, Ra, x, h, lo, hi, r, rng, bootstrap)
+        sd = boot.std(axis=0, ddof=1)
+        determined = _determined(J, free)
+        for k_ in free:
+            if k_ in determined:
+                stderr[terms[k_]] = float(sd[k_])
+        trade = _trade_offs(boot, determined, terms)
+        how = (
+            f"bootstrap over the {m} group means and the {len(X)} design points ({bootstrap} resamples, "
+            "no further simulation)"
+        )
+    else:  # no design: the local curvature of the last Gauss-Newton point (forward differences)
+        J = jacobian(x, r)
+        if free:
+            Jf = (J / h)[:, free]  # the terms' own units
+            s2 = float(r @ r) / max(m - len(free), 1)
+            jtj = Jf.T @ Jf
+            cond = np.linalg.cond(jtj)
+            cov = np.linalg.pinv(jtj) * s2
+            for j, k_ in enumerate(free):
+                det = math.isfinite(cond) and cond < 1e14 and jtj[j, j] > 0
+                stderr[terms[k_]] = float(math.sqrt(max(cov[j, j], 0.0))) if det else None
+        how = "local curvature of the last Gauss-Newton step (forward differences)"
     # among every fitted term, those held at a bound too: one the other's column pushed to its
     # bound (every run at one batch size) is as undetermined as the pair
-    collinear = _collinear(J, range(p), terms)
-    if free:
-        Jf = J[:, free]
-        s2 = float(r @ r) / max(m - len(free), 1)
-        jtj = Jf.T @ Jf
-        cond = np.linalg.cond(jtj)
-        cov = np.linalg.pinv(jtj) * s2
-        for j, k in enumerate(free):
-            det = math.isfinite(cond) and cond < 1e14 and jtj[j, j] > 0
-            stderr[terms[k]] = float(math.sqrt(max(cov[j, j], 0.0))) if det else None
+    collinear = _collinear(J / h, range(p), terms)
     for pair in collinear:  # only a combination of the two is determined: neither has its own error
         for t in pair:
             stderr[t] = None
@@ -789,7 +920,7 @@ def fit_serving(
     final = sim_all([(i, theta) for i in range(len(runs))])
     errs = [_errors(run, res, i in fit_idx) for i, (run, res) in enumerate(zip(runs, final, strict=True))]
     if ticks is not None:
-        ticks(most, most)
+        ticks(done[0], done[0])
     return ServingFit(
         model=model,
         device=device,
@@ -801,11 +932,87 @@ def fit_serving(
         runs=errs,
         sources=sorted({r.source for r in runs}),
         rms_residual=math.sqrt(float(r @ r) / len(r)),
-        at_bound=tuple(terms[k] for k in bound),
+        at_bound=tuple(terms[k_] for k_ in bound),
         collinear=collinear,
         moe_kernel=moe_kernel,
         dtypes=dict(dtypes) if dtypes is not None else None,
+        trade_offs=tuple(pair for pair in trade if not any(set(pair[:2]) == set(c) for c in collinear)),
+        uncertainty=how,
+        simulations=done[0],
     )
+
+
+def _latin(rng: np.random.Generator, k: int, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``k`` points of a Latin hypercube in the box ``[lo, hi]``: each term's range cut in ``k``
+    strata, one point in each, the strata of the terms paired at random."""
+    p = len(lo)
+    u = (np.stack([rng.permutation(k) for _ in range(p)], axis=1) + rng.random((k, p))) / k
+    return lo + u * (hi - lo)
+
+
+def _surrogate(X: np.ndarray, R: np.ndarray, xc: np.ndarray, h: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every group's residual regressed on the terms over the points ``X`` (rows) with residuals
+    ``R`` (one row a point): the intercept at ``xc`` and the Jacobian in units of the steps ``h``
+    (a column of zeros for a term the points do not vary)."""
+    D = (X - xc) / h
+    A = np.column_stack([np.ones(len(X)), D])
+    coef = np.linalg.lstsq(A, R, rcond=None)[0]
+    return coef[0], coef[1:].T
+
+
+def _bootstrap(
+    X: np.ndarray,
+    R: np.ndarray,
+    x: np.ndarray,
+    h: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    r: np.ndarray,
+    rng: np.random.Generator,
+    n: int,
+) -> np.ndarray:
+    """``n`` refits of the surrogate's minimum (rows), each on the design points and the group
+    means resampled with replacement: the points carry the roughness of the simulations (the
+    surrogate's own uncertainty), the groups the misfit left at ``x`` (``r``: the measured noise
+    and the roughness the surrogate does not follow), each group's residual moved by the
+    surrogate's Jacobian; no simulation."""
+    k, m = R.shape
+    a0, _ = _surrogate(X, R, x, h)
+    lack = r - a0  # the simulated residual at x less the surrogate's: roughness at the fit
+    out = np.empty((n, len(x)))
+    for b in range(n):
+        pts = rng.integers(0, k, k)
+        a, J = _surrogate(X[pts], R[pts], x, h)
+        g = rng.integers(0, m, m)
+        out[b] = np.minimum(hi, _bounded_step(J[g], (a + lack)[g], x, lo, h))
+    return out
+
+
+def _determined(J: np.ndarray, free: Sequence[int]) -> set[int]:
+    """The terms indexed in ``free`` the surrogate's Jacobian determines: the free columns'
+    normal matrix well conditioned and the term's column not zero."""
+    if not free:
+        return set()
+    jtj = J[:, list(free)].T @ J[:, list(free)]
+    cond = np.linalg.cond(jtj)
+    if not (math.isfinite(cond) and cond < 1e14):
+        return set()
+    return {k for j, k in enumerate(free) if jtj[j, j] > 0}
+
+
+def _trade_offs(boot: np.ndarray, idx: set[int], terms: Sequence[str]) -> tuple[tuple[str, str, float], ...]:
+    """Pairs of the terms indexed in ``idx`` whose bootstrap estimates correlate beyond
+    :data:`TRADE_OFF_CORR` (in absolute value), with the correlation."""
+    out = []
+    ks = sorted(idx)
+    sd = boot.std(axis=0)
+    for a, i in enumerate(ks):
+        for j in ks[a + 1 :]:
+            if sd[i] > 0 and sd[j] > 0:
+                c = float(np.corrcoef(boot[:, i], boot[:, j])[0, 1])
+                if abs(c) > TRADE_OFF_CORR:
+                    out.append((terms[i], terms[j], c))
+    return tuple(out)
 
 
 def _collinear(J: np.ndarray, free: Sequence[int], terms: Sequence[str]) -> tuple[tuple[str, str], ...]:

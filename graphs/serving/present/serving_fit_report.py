@@ -28,6 +28,8 @@ from models.config import ModelConfig
 from ..engines.knobs import TERMS
 from ..planning.bench_results import BenchRun
 from ..planning.serving_fit import (
+    DESIGN_ROUNDS,
+    TRADE_OFF_CORR,
     ServingFit,
     fit_serving,
     fp8_matmuls,
@@ -172,7 +174,9 @@ class ServingFitReport:
         the pairs not told apart, the replay and what each summary-only run assumed (and each run's
         requests of 0 prompt or 0 output tokens left out), the notes, each term printed without a
         standard error and the words said beside it (``term_notes``), and the in-sample note when no
-        run was held out (``in_sample``, else null): every note the text prints.
+        run was held out (``in_sample``, else null), how the standard errors were computed and the
+        simulations run (``uncertainty``), the pairs of terms that trade off with their correlation
+        (``trade_offs``) and the simulations (``simulations``): every note the text prints.
 
         Returns
         -------
@@ -206,11 +210,33 @@ class ServingFitReport:
             # told apart from another, not determined): the words the text prints beside it
             "term_notes": {t: said for t, _, _, said in self.term_rows() if t not in self._with_stderr()},
             "in_sample": self.in_sample_note(),
+            "uncertainty": self.uncertainty_line(),
+            "trade_offs": [{"terms": [a, b], "correlation": c} for a, b, c in fit.trade_offs],
+            "simulations": fit.simulations,
         }
 
     def _with_stderr(self) -> set[str]:
         """The fitted terms the text prints with a standard error (``+-``)."""
         return {t for t, _, _, said in self.term_rows() if said.startswith("+- ")}
+
+    def uncertainty_line(self) -> str | None:
+        """How the ``+-`` were computed and the simulations the fit ran (None: a fit that did not
+        record them); the text's line and ``to_dict``'s ``uncertainty``.
+
+        Returns
+        -------
+        str or None
+        """
+        fit = self.fit
+        if not fit.uncertainty:
+            return None
+        trades = (
+            f"; terms whose estimates correlate beyond {TRADE_OFF_CORR:g} trade off (the pair is known "
+            "better than each alone)"
+            if fit.trade_offs
+            else ""
+        )
+        return f"+- is one standard error: {fit.uncertainty}{trades}; {fit.simulations:,} simulations"
 
     def in_sample_note(self) -> str | None:
         """The note that no run was held out, so every error printed is in-sample (None when some
@@ -270,6 +296,13 @@ class ServingFitReport:
                 err = f"not told apart from {other} by these runs: {_why_collinear(t, other)}"
             else:
                 err = "not determined by these runs" if se is None else f"+- {se * k:.3g}{unit}"
+                partners = [
+                    f"{b if a == t else a} (correlation {c:+.2f})"
+                    for a, b, c in fit.trade_offs
+                    if t in (a, b)
+                ]
+                if se is not None and partners:  # known as a combination better than alone: said
+                    err += "; trades off with " + ", ".join(partners)
             rows.append((t, v * k, unit, err))
         return rows
 
@@ -310,6 +343,8 @@ class ServingFitReport:
                 out.append(f"  note: {run.source}: {run.left_out}")
         out += [f"  note: {note}" for note in self.notes()]
         out += [f"  {t:15s} {v:12.5g}{unit:3s}  {err}" for t, v, unit, err in self.term_rows()]
+        if self.uncertainty_line():
+            out.append(f"  {self.uncertainty_line()}")
         kept = [t for t in TERMS if t not in req.terms]
         if kept:
             held_at = ", ".join(
@@ -443,6 +478,7 @@ def run_serving_fit(
     progress: Callable[[str], None] | None = None,
     ticks: Callable[[int, int], None] | None = None,
     executor: Any = None,
+    design_rounds: int = DESIGN_ROUNDS,
 ) -> ServingFitReport:
     """Fit the engine overheads of ``request`` to its runs replayed on ``config`` (module doc),
     and write the fit file when the request names one.
@@ -467,6 +503,9 @@ def run_serving_fit(
     executor : Any, optional
         A Dask ``Client`` or ``concurrent.futures`` executor the candidate simulations run on
         (:func:`~graphs.serving.planning.serving_fit.fit_serving`: the same fit; None: this process).
+    design_rounds : int
+        :func:`~graphs.serving.planning.serving_fit.fit_serving`'s design rounds (0: Gauss-Newton
+        alone, its standard errors of the local curvature).
 
     Returns
     -------
@@ -526,6 +565,7 @@ def run_serving_fit(
         ),
         ticks=ticks,
         executor=executor,
+        design_rounds=design_rounds,
     )
     if request.out is not None:
         write_fit(fit, request.out)
