@@ -18,6 +18,9 @@ admission rules (vLLM's H200 TTFT is 14-16 % short at 1k and at 8k prompts alike
 that also read TTFT moved ``per_seq_s`` to close TTFT gaps and made the held-out TPOT worse. So
 the request path ``request_s`` is not fitted here: ``benchmarks/request_path_fit.py`` fits it
 to the validation tables' TTFT (tokenisation and prefix-cache hashing are sourced terms).
+The fit is Gauss-Newton alone (``design_rounds=0``), the procedure the defaults were fitted
+with before ``fit_serving`` gained its design rounds and bootstrap errors (2026-12-07): refitting
+with them would move every default, a change to validate on its own, not a regeneration.
 The kernel scale stays 1 (a per-device correction is not an engine default), and the terms the
 fit's module doc names collinear (per new token, per output token) keep their values. Fitted:
 the H200 runs at :data:`FIT_SHAPES`, :data:`FIT_TP` and :data:`FIT_CONCURRENCY` (12 per
@@ -180,6 +183,10 @@ def fit_engine(framework: str, progress: bool = False) -> EngineFit:
         progress=say,
         bins=1,
         metrics=METRICS,
+        # the procedure the DEFAULTS were fitted with (module doc): Gauss-Newton alone, its local
+        # standard errors; the design rounds fit_serving runs by default since 2026-12-07 would
+        # move the defaults every simulation rests on, a change of its own to validate
+        design_rounds=0,
     )
     before = []
     for r in rs:
