@@ -151,8 +151,24 @@ def result_table(obj: Any) -> str:
 
 
 def rows_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, str]] | None = None) -> str:
-    """Rows (mappings) as an HTML table with a header; ``columns`` are ``(key, heading)`` pairs
-    (default: the first row's keys). At most :data:`MAX_TABLE_ROWS` rows; the rest are counted."""
+    """Rows (mappings) as an HTML table with a header, in a box (``div.cm-wide``) that scrolls
+    sideways when the table is wider than the page: the table is as wide as its cells' text on one
+    line, each cell at most ``32em`` (a longer text wraps there; the page's CSS). ``columns`` are
+    ``(key, heading)`` pairs (default: the first row's keys). At most :data:`MAX_TABLE_ROWS` rows;
+    the rest are counted.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        The rows, one mapping of column key to value each.
+    columns : sequence of (str, str), optional
+        ``(key, heading)`` per column, in order.
+
+    Returns
+    -------
+    str
+        The HTML (``<p>(none)</p>`` for no rows).
+    """
     if not rows:
         return "<p>(none)</p>"
     cols = list(columns) if columns is not None else [(k, k) for k in rows[0]]
@@ -166,7 +182,7 @@ def rows_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, s
         if len(rows) > MAX_TABLE_ROWS
         else ""
     )
-    return f'<table class="cm-rows"><tr>{head}</tr>{body}{more}</table>'
+    return f'<div class="cm-wide"><table class="cm-rows"><tr>{head}</tr>{body}{more}</table></div>'
 
 
 # ------------------------------------------------------------------ the page
@@ -185,7 +201,9 @@ h1{font-size:1.5em;margin-bottom:.3em} h2{font-size:1.2em;margin-top:1.6em;borde
 table{border-collapse:collapse;font-size:.85em;margin:.4em 0} th,td{border:1px solid #ddd;padding:2px 6px;
 text-align:left;vertical-align:top} th{background:#f4f4f4} code{font-size:.95em}
 .cm-headline{font-size:1.05em} .cm-headline td{font-weight:600} .cm-note{color:#555;font-size:.85em}
-table.cm-rows{display:block;max-width:100%;overflow-x:auto} pre{white-space:pre-wrap;overflow-wrap:anywhere}
+.cm-wide{max-width:100%;overflow-x:auto;margin:.4em 0} .cm-wide>table{margin:0}
+table.cm-rows{width:max-content} table.cm-rows td{max-width:32em}
+pre{white-space:pre-wrap;overflow-wrap:anywhere}
 """
 
 

@@ -598,7 +598,8 @@ def test_wide_tables_scroll_and_long_lines_wrap_inside_the_page():
     row = {f"column_{i}": "x" * 20 for i in range(24)}
     page = page_html("t", {}, {}, [Section("s", (rows_table([row]), "<pre>" + "word " * 400 + "</pre>"))])
     css = re.search(r"<style>(.*?)</style>", page, re.S).group(1)
-    assert re.search(r"table\.cm-rows\{[^}]*overflow-x:auto", css)
+    assert re.search(r"\.cm-wide\{[^}]*overflow-x:auto", css)  # the box every rows table sits in
+    assert '<div class="cm-wide"><table class="cm-rows">' in page
     assert re.search(r"pre\{[^}]*white-space:pre-wrap", css)
 
 

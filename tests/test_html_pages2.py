@@ -1,0 +1,155 @@
+"""The second review of the ``--html`` pages' figures (five visual findings): each test runs the
+command, reads its own ``--json`` or text for the same inputs, and checks what the page draws
+(the JSON each ``Plotly.newPlot`` call is handed) and how it is laid out (positions, ranges,
+styles, CSS), never pixels."""
+
+import contextlib
+import html
+import io
+import itertools
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+pytest.importorskip("plotly", reason="the html extra (plotly) is not installed")
+
+from graphs.cli import main
+
+
+def run_cli(*argv):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        got = main(list(argv))
+    assert got == 0, err.getvalue()
+    return out.getvalue()
+
+
+def page_of(tmp_path, *argv):
+    path = tmp_path / "p.html"
+    out = run_cli(*argv, "--html", str(path))
+    return out, path.read_text()
+
+
+def figures(page):
+    """Each figure's ``(data, layout)`` as the page hands them to plotly.js."""
+    dec = json.JSONDecoder()
+    out = []
+    for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page):
+        data, end = dec.raw_decode(page, m.end())
+        end = re.compile(r",\s*").match(page, end).end()
+        layout, _ = dec.raw_decode(page, end)
+        out.append((data, layout))
+    return out
+
+
+def figure(page, title_part):
+    (found,) = [(d, lay) for d, lay in figures(page) if title_part in str(lay.get("title"))]
+    return found
+
+
+def values(v):
+    """A trace's array as a list: plotly writes numpy arrays as base64 typed arrays."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(v, dict) and "bdata" in v:
+        return np.frombuffer(base64.b64decode(v["bdata"]), dtype=np.dtype(v["dtype"])).tolist()
+    return list(v)
+
+
+def _segments(data):
+    """Every straight piece of every line trace, as ``((x0, y0), (x1, y1))``."""
+    for tr in data:
+        if tr.get("mode") != "lines":
+            continue
+        run = []
+        for x, y in [*zip(values(tr["x"]), values(tr["y"]), strict=True), (None, None)]:
+            if x is None:
+                yield from itertools.pairwise(run)
+                run = []
+            else:
+                run.append((x, y))
+
+
+def _crosses_box(a, b, box):
+    """Whether the segment ``a``-``b`` (axis-parallel or not) meets the open box
+    ``(x_lo, x_hi, y_lo, y_hi)``: sampled finely along its length."""
+    x_lo, x_hi, y_lo, y_hi = box
+    for i in range(201):
+        t = i / 200
+        x, y = a[0] + t * (b[0] - a[0]), a[1] + t * (b[1] - a[1])
+        if x_lo < x < x_hi and y_lo < y < y_hi:
+            return True
+    return False
+
+
+# ------------------------------------------------------------------ 2. wide tables scroll in a box
+def test_the_plans_table_scrolls_in_its_own_box_one_line_a_row(tmp_path):
+    """``serve plans llama-3.1-8b --device h100 --html``: the 24-column plans table ran past the
+    1150 px body; then it scrolled but was squeezed to the body's width, which broke "tp8 pp1 ep1
+    m1" over four lines and "llama-3.1-8b" over two. Every rows table now sits in a
+    ``div.cm-wide`` box whose CSS scrolls sideways, the table as wide as its cells on one line
+    (each at most 32em: a long sentence still wraps); the table's rows are ``--json``'s plans,
+    plan for plan."""
+    plans = json.loads(run_cli("serve", "plans", "llama-3.1-8b", "--device", "h100", "--json"))
+    _out, page = page_of(tmp_path, "serve", "plans", "llama-3.1-8b", "--device", "h100")
+    css = re.search(r"<style>(.*?)</style>", page, re.S).group(1)
+    assert re.search(r"\.cm-wide\{[^}]*overflow-x:auto", css)
+    assert re.search(r"table\.cm-rows\{[^}]*width:max-content", css)
+    assert re.search(r"table\.cm-rows td\{[^}]*max-width:32em", css)
+    assert page.count('<table class="cm-rows">') == page.count('<div class="cm-wide"><table class="cm-rows">')
+    (table,) = [t for t in re.findall(r'<table class="cm-rows">(.*?)</table>', page) if "<th>plan</th>" in t]
+    rows = re.findall(r"<tr>(.*?)</tr>", table)
+    head = [html.unescape(c) for c in re.findall(r"<th>(.*?)</th>", rows[0])]
+    cells = [[html.unescape(c) for c in re.findall(r"<td>(.*?)</td>", r)] for r in rows[1:]]
+    assert len(cells) == len(plans)
+    for row, plan in zip(cells, plans, strict=True):
+        assert row[head.index("plan")] == plan["plan"] and row[head.index("model")] == plan["model"]
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+#: run in the page: each line count of the plans table's cells, the page's and the box's widths
+_LAYOUT_PROBE = """<script>(function(){
+var box=[...document.querySelectorAll('div.cm-wide')].find(d=>[...d.querySelectorAll('th')]
+  .some(t=>t.textContent=='plan'));
+var lines=[...box.querySelectorAll('td')].map(c=>{var r=document.createRange();r.selectNodeContents(c);
+  return new Set([...r.getClientRects()].map(q=>Math.round(q.top))).size});
+var long=document.getElementById('long');var r=document.createRange();r.selectNodeContents(long);
+document.body.setAttribute('data-r',JSON.stringify({w:document.documentElement.scrollWidth,
+  sw:box.scrollWidth,cw:box.clientWidth,lines:Math.max(...lines),
+  long:new Set([...r.getClientRects()].map(q=>Math.round(q.top))).size}))})()</script>"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")
+def test_the_plans_page_laid_out_at_1400_px(tmp_path):
+    """The same, laid out by chromium in a 1400 px window: the page is no wider than the window,
+    the plans table is wider than its box (so the box scrolls), every cell of it is one line, and a
+    rows table's 400-character sentence (added to the page) wraps over several."""
+    from costmodel.html import rows_table
+
+    _out, page = page_of(tmp_path, "serve", "plans", "llama-3.1-8b", "--device", "h100")
+    sentence = rows_table([{"issue": "word " * 80}]).replace("<td>", '<td id="long">', 1)
+    path = tmp_path / "w.html"
+    path.write_text(page.replace("</body>", sentence + _LAYOUT_PROBE + "</body>"))
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
+    cmd += [
+        f"--user-data-dir={tmp_path / 'profile'}",
+        "--window-size=1400,2400",
+        "--virtual-time-budget=10000",
+    ]
+    dom = subprocess.run(
+        [*cmd, "--dump-dom", path.resolve().as_uri()], capture_output=True, text=True, timeout=180
+    )
+    m = re.search(r'data-r="([^"]+)"', dom.stdout)
+    assert m, dom.stderr[-2000:]
+    got = json.loads(html.unescape(m.group(1)))
+    assert got["w"] <= 1400
+    assert got["sw"] > got["cw"]
+    assert got["lines"] == 1
+    assert got["long"] > 1
