@@ -37,6 +37,7 @@ __all__ = [
     "Section",
     "result_table",
     "rows_table",
+    "notes_list",
     "page_html",
     "write_html",
 ]
@@ -185,6 +186,27 @@ def rows_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[tuple[str, s
     return f'<div class="cm-wide"><table class="cm-rows"><tr>{head}</tr>{body}{more}</table></div>'
 
 
+def notes_list(notes: Sequence[str]) -> str:
+    """Notes as a list in the page's text weight (``ul.cm-notes``), each escaped; none: ``""``.
+
+    Parameters
+    ----------
+    notes : sequence of str
+        Plain-text notes, one an item.
+
+    Returns
+    -------
+    str
+        The HTML.
+
+    >>> notes_list(["a < b", "c"])
+    '<ul class="cm-notes"><li>a &lt; b</li><li>c</li></ul>'
+    """
+    if not notes:
+        return ""
+    return '<ul class="cm-notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>"
+
+
 # ------------------------------------------------------------------ the page
 @dataclass(frozen=True, slots=True)
 class Section:
@@ -202,7 +224,7 @@ table{border-collapse:collapse;font-size:.85em;margin:.4em 0} th,td{border:1px s
 text-align:left;vertical-align:top} th{background:#f4f4f4} code{font-size:.95em}
 .cm-headline{font-size:1.05em} .cm-headline td{font-weight:600} .cm-note{color:#555;font-size:.85em}
 .cm-wide{max-width:100%;overflow-x:auto;margin:.4em 0} .cm-wide>table{margin:0}
-table.cm-rows{width:max-content} table.cm-rows td{max-width:32em}
+table.cm-rows{width:max-content} table.cm-rows td{max-width:32em} ul.cm-notes{font-size:.9em;font-weight:normal;margin:.4em 0}
 pre{white-space:pre-wrap;overflow-wrap:anywhere}
 """
 

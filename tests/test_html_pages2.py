@@ -153,3 +153,41 @@ def test_the_plans_page_laid_out_at_1400_px(tmp_path):
     assert got["sw"] > got["cw"]
     assert got["lines"] == 1
     assert got["long"] > 1
+
+
+# ------------------------------------------------------------------ 3. probe: notes and the 100 % line
+def test_the_probe_page_lists_its_notes_and_draws_the_bound():
+    """``probe --html``: the notes were joined with "; " into the bold headline cell (one block
+    of 100 words), and the "achieved %" bars had no line at 100 %. By hand, a synthetic run: add
+    measured in 1.6 ms against a 2 ms bound (125 %), a GEMM in 4 ms against 2 ms (50 %). Each note
+    the text prints (``note: ...``) is one item of a normal-weight list; the figure has a line at
+    x = 100 over the bars, and its x range holds both 100 and 125."""
+    from costmodel.measure.calibrate import Calibration
+    from costmodel.measure.microbench import BenchRow
+    from costmodel.measure.probe import Measurement, ProbeResult
+    from costmodel.measure.probe_report import ProbeReport, ProbeRequest
+
+    def row(name, kind, pred, meas):
+        return BenchRow(
+            name, "memory", {}, 1e9, 1e7, 100.0, kind, pred, meas, pred / meas, 1e9 / meas, 1e7 / meas
+        )
+
+    rows = (row("add (1 pass)", "dram", 2e-3, 1.6e-3), row("gemm 64", "tensor", 2e-3, 4e-3))
+    notes = ("add (1 pass) ran faster than its roof <too fast>", "GEMM e_max held at 1")
+    res = ProbeResult([Measurement("bw:add", 2e-3, 0.01, bytes=24e6)], {"cpu": "synthetic"})
+    report = ProbeReport(ProbeRequest(name="box"), res, rows, Calibration(0.8, 0.5, 10.0, notes=notes))
+    page = report.to_html("probe")
+    printed = [line[len("note: ") :] for line in report.to_text().splitlines() if line.startswith("note: ")]
+    (ul,) = re.findall(r'<ul class="cm-notes">(.*?)</ul>', page)
+    assert [html.unescape(li) for li in re.findall(r"<li>(.*?)</li>", ul)] == printed == list(notes)
+    css = re.search(r"<style>(.*?)</style>", page, re.S).group(1)
+    assert re.search(r"ul\.cm-notes\{[^}]*font-weight:normal", css)
+    assert 'data-key="notes"' not in page  # no longer in the bold headline
+    data, layout = figure(page, "microbenchmarks")
+    assert sorted(values(data[0]["x"])) == pytest.approx([50.0, 125.0])
+    (line,) = [s for s in layout["shapes"] if s["type"] == "line"]
+    assert line["x0"] == line["x1"] == 100 and line["layer"] == "above"
+    lo, hi = layout["xaxis"]["range"]
+    assert lo == 0 and hi >= 125
+    assert data[0]["insidetextanchor"] == "start"  # the bars' labels start at 0, clear of the line
+    assert any("100%" in a["text"] for a in layout["annotations"])

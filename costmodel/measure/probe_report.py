@@ -224,7 +224,7 @@ class ProbeReport:
         str
             A self-contained HTML page (needs the ``html`` extra: plotly).
         """
-        from ..html import Section, page_html, rows_table
+        from ..html import Section, notes_list, page_html, rows_table
         from ..html_figures import hbar_figure
         from ..text import table_cells
 
@@ -236,16 +236,30 @@ class ProbeReport:
             title="microbenchmarks: measured against their bound on the probed spec",
             x_title="achieved (% of the bound)",
         )
+        # the bound itself, over the bars: one past it ran faster than the probed spec allows; the
+        # bars' labels start at 0, clear of the line
+        figure.update_traces(insidetextanchor="start")
+        figure.add_vline(
+            x=100,
+            line={"color": "#222", "dash": "dash", "width": 1.5},
+            layer="above",
+            annotation={"text": "100%: the bound", "font": {"size": 10}},
+            annotation_position="top",
+        )
+        top = max((100 * r.achieved_fraction for r in self.rows), default=0.0)
+        figure.update_xaxes(range=[0, 1.1 * max(100.0, top)])
         (mrows, mcols), (brows, bcols) = self._tables()
         measured = rows_table(table_cells(mrows, mcols))  # as the text prints them: ms, %
         benched = rows_table(table_cells(brows, bcols))
         fit = f"memory efficiency {cal.memory_efficiency:.2f}, GEMM e_max {cal.gemm_e_max:.2f}, I_half {cal.gemm_i_half:.1f}"
-        summary = {"calibration": fit, **({"notes": "; ".join(cal.notes)} if cal.notes else {})}
+        # the notes as a list of their own, as the text prints them one a line: joined into the
+        # headline's bold cell they read as one block
+        notes = [Section("notes", (notes_list(cal.notes),))] if cal.notes else []
         return page_html(
             f"probe of {self.result.env.get('cpu')}",
             {"command": command, "spec file": self.request.out},
-            summary,
-            [Section("microbenchmarks", (figure, benched)), Section("measurements", (measured,))],
+            {"calibration": fit},
+            [*notes, Section("microbenchmarks", (figure, benched)), Section("measurements", (measured,))],
         )
 
 
