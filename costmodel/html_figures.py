@@ -220,7 +220,8 @@ def hbar_figure(
 ) -> Any:
     """Horizontal bars, the first label on top; ``texts`` label the bars and fill ``%{text}``.
     ``labels``, ``texts``, ``title`` and ``x_title`` are plain text (:func:`costmodel.html.plain`);
-    ``hover`` is a plotly hovertemplate."""
+    ``hover`` is a plotly hovertemplate. A bar of length 0 has its text beside it (plotly draws
+    no text inside, or "auto", on a bar with no width: prefill's KV-cache bar showed nothing)."""
     go = require_plotly()
     fig = go.Figure(
         go.Bar(
@@ -228,7 +229,7 @@ def hbar_figure(
             y=[plain(s) for s in labels][::-1],
             orientation="h",
             text=[plain(s) for s in texts][::-1],
-            textposition="auto",
+            textposition=["outside" if v == 0 else "auto" for v in list(values)[::-1]],
             hovertemplate=f"{hover}<extra></extra>",
         )
     )

@@ -191,3 +191,32 @@ def test_the_probe_page_lists_its_notes_and_draws_the_bound():
     assert lo == 0 and hi >= 125
     assert data[0]["insidetextanchor"] == "start"  # the bars' labels start at 0, clear of the line
     assert any("100%" in a["text"] for a in layout["annotations"])
+
+
+# ------------------------------------------------------------------ 4. prefill: every bar labelled
+def test_the_prefill_breakdown_labels_every_bar_with_the_json_numbers(tmp_path):
+    """``prefill llama-3.1-8b --html``: the "KV cache (DRAM read)" bar was 0 and had no label
+    (plotly draws no text on a bar of no width). Each bar is now ``prefill --json``'s number (ms)
+    and carries a text; the zero KV bar's text, drawn beside it, says it is 0 and why."""
+    doc = json.loads(run_cli("prefill", "llama-3.1-8b", "--json"))
+    assert doc["kv_read_s"] == 0  # a prefill reads no cached context before its prompt
+    _out, page = page_of(tmp_path, "prefill", "llama-3.1-8b")
+    (bar, *_), _layout = figure(page, "step time: what it moves")
+    drawn = dict(zip(bar["y"], values(bar["x"]), strict=True))
+    texts = dict(zip(bar["y"], bar["text"], strict=True))
+    where = dict(zip(bar["y"], bar["textposition"], strict=True))
+    want = {
+        "weights (DRAM read)": doc["weight_read_s"],
+        "KV cache (DRAM read)": doc["kv_read_s"],
+        "DRAM in all (weights + KV + activations)": doc["terms_s"]["dram"],
+        "compute: tensor": doc["terms_s"]["tensor"],
+        "whole step as one roofline": doc["optimistic_step_s"],
+        "step bound (sum of kernel bounds)": doc["step_s"],
+    }
+    for label, seconds in want.items():
+        assert drawn[label] == pytest.approx(seconds * 1e3), label
+    assert all(t.strip() for t in texts.values())
+    kv = "KV cache (DRAM read)"
+    assert texts[kv].startswith("0: no cached context before the prompt")
+    assert where[kv] == "outside"
+    assert all(p == "auto" for label, p in where.items() if drawn[label] != 0)

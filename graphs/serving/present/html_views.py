@@ -143,6 +143,17 @@ def _roofline_section(rows: Sequence[Any], hw: Any, details: Mapping[str, str], 
     )
 
 
+def _no_kv_read(report: Any) -> str:
+    """Why a step reads no KV cache, in words: a prefill has no cached context before its prompt
+    (its K and V are written, not read back); a chunked one's terms are the whole prompt's, the
+    chunks' reads of the chunks before them are in its step bound."""
+    if report.phase != Phase.PREFILL:
+        return "no KV-cache bytes read"
+    if getattr(report, "chunks", 1) > 1:
+        return "none in the whole prompt's terms; the chunks' reads of earlier chunks are in the step bound"
+    return "no cached context before the prompt (its K and V are written, not read back)"
+
+
 def _breakdown_section(report: Any, prediction: Any = None) -> Section:
     go = require_plotly()
     bars: dict[str, float] = {
@@ -167,10 +178,13 @@ def _breakdown_section(report: Any, prediction: Any = None) -> Section:
         bars[f"calibrated prediction ({prediction.framework})"] = _headline_s(prediction)
         if prediction.corrected_s is not None:
             bars["the fits alone (no shape residuals)"] = prediction.predicted_s
+    texts = {k: fmt_time(v) for k, v in bars.items()}
+    if report.kv_read_s == 0:  # a bar of no width: its label says why it is 0
+        texts["KV cache (DRAM read)"] = f"0: {_no_kv_read(report)}"
     fig = hbar_figure(
         list(bars),
         [v * 1e3 for v in bars.values()],
-        [fmt_time(v) for v in bars.values()],
+        list(texts.values()),
         title="step time: what it moves, computes and bounds",
         x_title="ms",
     )
