@@ -220,3 +220,40 @@ def test_the_prefill_breakdown_labels_every_bar_with_the_json_numbers(tmp_path):
     assert texts[kv].startswith("0: no cached context before the prompt")
     assert where[kv] == "outside"
     assert all(p == "auto" for label, p in where.items() if drawn[label] != 0)
+
+
+# ------------------------------------------------------------------ 5. simulate: running and batch
+def test_the_timeline_draws_running_and_batch_apart(tmp_path):
+    """``simulate llama-3.1-8b --device h100 --rate 10 --html``: "running" (solid, blue) and
+    "batch" (dashed, green) lay on each other, equal at every sample, and read as one teal line.
+    Running is now a wide pale band and batch a thin line of another colour drawn over it, and
+    the note says where the two counts agree: the drawn arrays decide it."""
+    argv = ("simulate", "llama-3.1-8b", "--device", "h100", "--rate", "10", "--requests", "200")
+    doc = json.loads(run_cli(*argv, "--json"))
+    _out, page = page_of(tmp_path, *argv)
+    data, _layout = figure(page, "timeline")
+    names = [t["name"] for t in data]
+    running, batch = data[names.index("running")], data[names.index("batch")]
+    assert names.index("batch") > names.index("running")  # drawn on top
+    assert running["line"]["color"] != batch["line"]["color"]
+    assert running["line"]["width"] >= 4 * batch["line"]["width"]
+    assert running.get("opacity", 1) < 1 <= batch.get("opacity", 1)
+    same = values(running["x"]) == values(batch["x"]) and values(running["y"]) == values(batch["y"])
+    note = re.search(r'<p class="cm-note">([^<]*samples[^<]*)</p>', page).group(1)
+    assert f"the run has {doc['iterations']:,} iterations" in note
+    assert ("Running and batch are equal at all" in note) == same
+    assert same  # this run holds every running sequence in its batch
+
+
+def test_the_running_vs_batch_note_counts_the_samples_that_differ():
+    """The note's count, by hand: running 3, 4, 4 against batch 3, 2, 4 differ at 1 of 3."""
+    import numpy as np
+
+    from graphs.serving.present.html_studies import _running_vs_batch
+
+    assert _running_vs_batch(np.array([3, 4, 4]), np.array([3, 2, 4])).startswith(
+        "Running and batch differ at 1 of 3 samples"
+    )
+    assert _running_vs_batch(np.array([1, 2]), np.array([1, 2])).startswith(
+        "Running and batch are equal at all 2 samples"
+    )

@@ -131,6 +131,41 @@ def _timeline_note(samples: int, busy: int, iterations: int, strides: Mapping[st
 _COLORS = ("#636efa", "#ef553b", "#00cc96", "#ab63fa", "#ffa15a", "#19d3f3", "#ff6692", "#b6e880")
 
 
+#: the running line: a wide pale band under the batch's thin line, so that where the two counts
+#: are equal (every sample of most runs) both stay visible, the one inside the other
+_BAND = {"width": 6}
+_BAND_OPACITY = 0.35
+
+
+def _running_vs_batch(running: Any, batch: Any) -> str:
+    """Where the timeline's running and batch counts agree, in words: a replica's running
+    sequences are those its scheduler holds, its batch those the iteration runs (fewer where a
+    token budget or a prefill leaves some out), so their lines lie on each other at every sample
+    of most runs.
+
+    Parameters
+    ----------
+    running : numpy.ndarray
+        Running sequences per sample.
+    batch : numpy.ndarray
+        Sequences in the iteration per sample (0 where a replica emptied).
+
+    Returns
+    -------
+    str
+    """
+    differ = int((running != batch).sum())
+    if not differ:
+        return (
+            f"Running and batch are equal at all {len(batch):,} samples: the batch's thin line runs "
+            "inside the running band."
+        )
+    return (
+        f"Running and batch differ at {differ:,} of {len(batch):,} samples (running sequences left "
+        "out of an iteration): the batch's thin line leaves the running band there."
+    )
+
+
 def _replica_names(topo: Any, tl: Mapping[str, Any]) -> dict[int, str]:
     """Each replica index in the timeline and how its lines are labelled: nothing for a run on
     one replica; ``, prefill 0`` / ``, decode 1`` disaggregated (the prefill replicas are indexed
@@ -185,18 +220,18 @@ def _simulation_sections(
     tl = res.timeline
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08)
     names = _replica_names(res.topology, tl)
-    series = (  # (key, label, dash, default colour, panel row); counts are whole numbers
-        ("running", "running", "solid", 0, 1),
-        ("waiting", "waiting", "dot", 1, 1),
-        ("batch", "batch", "dash", 2, 1),
-        ("kv_used", "KV blocks used %", "solid", 3, 2),
+    series = (  # (key, label, line style, default colour, panel row); counts are whole numbers
+        ("running", "running", _BAND, 4, 1),
+        ("waiting", "waiting", {"dash": "dot", "width": 1.5}, 1, 1),
+        ("batch", "batch", {"width": 1}, 0, 1),
+        ("kv_used", "KV blocks used %", {"width": 1}, 3, 2),
     )
     strides: dict[str, list[int]] = {label: [] for _k, label, *_ in series}
     for n, (rid, who) in enumerate(names.items()):
         # each replica's (rank's) own samples: they interleave in time, one line would zig-zag
         mine = np.flatnonzero(tl["replica"] == rid) if "replica" in tl else np.arange(len(tl["t"]))
         color = _COLORS[n % len(_COLORS)] if len(names) > 1 else None
-        for key, label, dash, default, row in series:
+        for key, label, style, default, row in series:
             # plotly has no x shared by traces: each line carries its own times, so each keeps
             # only the samples its line needs (a flat run's ends), in compact typed arrays
             y = tl[key][mine]
@@ -210,11 +245,8 @@ def _simulation_sections(
                     mode="lines",
                     name=f"{label}{who}",
                     legendgroup=who or ("kv" if key == "kv_used" else key),
-                    line={
-                        "width": 1,
-                        "color": color or _COLORS[default],
-                        **({} if row == 2 else {"dash": dash}),
-                    },
+                    line={**style, "color": color or _COLORS[default]},
+                    opacity=_BAND_OPACITY if style is _BAND else 1.0,
                 ),
                 row=row,
                 col=1,
@@ -225,6 +257,7 @@ def _simulation_sections(
     fig.update_yaxes(title_text="KV blocks used (%)", row=2, col=1)
     fig.update_xaxes(title_text="time (s)", row=2, col=1)
     note = _timeline_note(len(tl["t"]), int((tl["batch"] > 0).sum()), res.iterations, strides)
+    note += ". " + _running_vs_batch(tl["running"], tl["batch"])
     return [
         Section("latency distributions", (summary, *cdfs)),
         Section("timeline", (fig,), note),
