@@ -35,6 +35,8 @@ __all__ = [
     "ledger_figure",
     "hbar_figure",
     "fusion_graph_figure",
+    "graph_layout",
+    "graph_label",
     "cdf_figure",
 ]
 
@@ -245,49 +247,150 @@ def hbar_figure(
     return fig
 
 
+#: the fusion graph's geometry: the page's plot width it is laid out for (the 1150 px body less
+#: the figure's margins), px per generation (row), the label font (px) and the widest a character
+#: of it is drawn (px: DejaVu Sans, the widest sans-serif the pages fall back to, averages 0.6 em)
+GRAPH_PLOT_PX, GRAPH_ROW_PX, GRAPH_FONT_PX, GRAPH_CHAR_PX = 1110, 56, 10, 6.2
+#: a label's room to its node's right, as a share of the distance to the next node in its row
+GRAPH_LABEL_ROOM = 0.85
+#: how far a stub runs from its node into the gap between rows (a share of the row pitch); a label
+#: (``GRAPH_FONT_PX`` tall) stays within ``GRAPH_LABEL_BAND`` of its row
+GRAPH_STUB, GRAPH_LABEL_BAND = 0.3, 0.15
+#: the distance between neighbouring lanes (x units: one is the distance between nodes in a row)
+GRAPH_LANE_PITCH = 0.22
+
+
+def graph_layout(sub: nx.DiGraph) -> dict[str, tuple[float, float]]:
+    """Each node's place: its topological generation is its row (the first at the top, ``y =
+    -generation``), and within a row the nodes sit one unit apart, centred on 0, in the order of
+    their predecessors' mean place (then by name), which keeps edges short and uncrossed.
+
+    Parameters
+    ----------
+    sub : networkx.DiGraph
+        The graph of op nodes (acyclic).
+
+    Returns
+    -------
+    dict of str to (float, float)
+        Node -> ``(x, y)``.
+    """
+    import networkx as nx
+
+    pos: dict[str, tuple[float, float]] = {}
+    for i, gen in enumerate(nx.topological_generations(sub)):
+
+        def key(n: str) -> tuple[float, str]:
+            xs = [pos[u][0] for u in sub.predecessors(n) if u in pos]
+            return (sum(xs) / len(xs) if xs else 0.0, n)
+
+        row = sorted(gen, key=key)
+        for j, n in enumerate(row):
+            pos[n] = (j - (len(row) - 1) / 2, float(-i))
+    return pos
+
+
+def graph_label(name: str, max_chars: int) -> str:
+    """A node's label: the last part of its name (``layer.mlp.up_proj``: ``up_proj``), cut to
+    ``max_chars`` with an ellipsis where longer (its hover gives the whole name).
+
+    Parameters
+    ----------
+    name : str
+        The node's name.
+    max_chars : int
+        The most characters the label's room holds.
+
+    Returns
+    -------
+    str
+
+    >>> graph_label("layer.mlp.up_proj", 12)
+    'up_proj'
+    >>> graph_label("layer.shared_expert_gate_proj", 12)
+    'shared_expe…'
+    """
+    short = name.split(".")[-1]
+    return short if len(short) <= max_chars else short[: max(1, max_chars - 1)] + "\u2026"
+
+
 def fusion_graph_figure(
     g: nx.DiGraph, plan: FusionPlan, boundaries: Sequence[Boundary], *, title: str
 ) -> Any:
-    """The op graph laid out by topological generation (left to right), each node coloured by
-    its fused group; an edge that crosses groups (a kernel boundary, which touches DRAM) is drawn
-    red, thicker the more DRAM time its own read costs; edges inside a group grey. An edge that
-    skips a generation is routed around the nodes, in a lane above or below them, so that it
-    never runs through a node it does not join.
+    """The op graph laid out top to bottom, one row per topological generation
+    (:func:`graph_layout`), each node coloured by its fused group and labelled to its right; an
+    edge that crosses groups (a kernel boundary, which touches DRAM) is drawn red, thicker the
+    more DRAM time its own read costs; edges inside a group grey. An edge leaves its node straight
+    down and enters its consumer straight from above, crossing between rows only in the gap
+    between them, and one that skips a row runs down a lane left of every node: no edge runs
+    through a node it does not join, or through a label (each within ``GRAPH_LABEL_BAND`` of its
+    row, right of its node, and cut to the room before the next node: :func:`graph_label`).
 
     A boundary moves one write of its producer's tensor plus one read per consuming kernel
     (:class:`~costmodel.fusion_audit.Boundary`); an edge's hover gives its own read, the edge's
     bytes times the producer's repeat, ``D_e``, at the boundary's DRAM time per byte,
-    ``t_e = D_e t_b / D_b``, beside the whole boundary's ``D_b`` and ``t_b``."""
+    ``t_e = D_e t_b / D_b``, beside the whole boundary's ``D_b`` and ``t_b``.
+
+    Parameters
+    ----------
+    g : networkx.DiGraph
+        The audited graph (its op nodes are drawn).
+    plan : FusionPlan
+        The plan whose groups colour the nodes.
+    boundaries : sequence of Boundary
+        The audit's kernel boundaries (each edge's hover and width).
+    title : str
+        The figure's title (plain text).
+
+    Returns
+    -------
+    plotly.graph_objects.Figure
+    """
     go = require_plotly()
-    import networkx as nx
 
     from .cost import as_float
     from .expr import to_expr
     from .graph import BYTES, OP, REPEAT, op_nodes
 
     sub = g.subgraph(list(op_nodes(g)))
-    pos = {
-        n: (i, -j) for i, gen in enumerate(nx.topological_generations(sub)) for j, n in enumerate(sorted(gen))
-    }
-    bottom = min((y for _x, y in pos.values()), default=0)
+    pos = graph_layout(sub)
+    left = min((x for x, _y in pos.values()), default=0.0)
+    right = max((x for x, _y in pos.values()), default=0.0)
+    rows = 1 - min((y for _x, y in pos.values()), default=0.0)
     home = {m: gr.name for gr in plan.groups for m in gr.members}
     cost = {b.producer: b for b in boundaries}
-    lanes = 0
+    # each side's lanes, the lowest y each has in use (a lane is reused below it): left of every
+    # node, or right of every label (the last column's labels take the unit right of it)
+    lanes: dict[int, list[float]] = {-1: [], 1: []}
+
+    def lane_x(side: int, k: int) -> float:
+        return left - 0.7 - GRAPH_LANE_PITCH * k if side < 0 else right + 1.0 + GRAPH_LANE_PITCH * k
+
+    def lane_for(side: int, top: float, bottom: float) -> float:
+        """The x of the first lane on ``side`` free from ``top`` down to ``bottom``."""
+        used = lanes[side]
+        for k, low in enumerate(used):
+            if low > top:
+                used[k] = bottom
+                return lane_x(side, k)
+        used.append(bottom)
+        return lane_x(side, len(used) - 1)
 
     def path(u: str, v: str) -> tuple[list[float], list[float]]:
-        """The edge's polyline: straight between neighbouring generations, else out into the gap
-        after its producer's column, along a lane above the top row or below the bottom one, and
-        down the gap before its consumer's column (no node sits in a lane or a gap)."""
-        nonlocal lanes
+        """The edge's polyline: down a stub out of ``u``, across the gap below its row, and down
+        a stub into ``v``; an edge that skips rows crosses to a lane on its own side (of the
+        middle) and runs down it."""
         (x0, y0), (x1, y1) = pos[u], pos[v]
-        if x1 - x0 <= 1:
-            return [x0, x1], [y0, y1]
-        k, lanes = lanes, lanes + 1
-        lane = 0.7 + 0.35 * (k // 2) if k % 2 == 0 else bottom - 0.7 - 0.35 * (k // 2)
-        d = 0.05 * (k % 5) - 0.1  # neighbouring edges' corridors apart
-        xa, xb = x0 + 0.5 + d, x1 - 0.5 - d
-        s = 0.25 if lane > 0 else -0.25  # a slant off the row: not along a neighbour's straight edge
-        return [x0, xa, xa, xb, xb, x1], [y0, y0 + s, lane, lane, y1 + s, y1]
+        if y0 - y1 <= 1:
+            if x0 == x1:
+                return [x0, x1], [y0, y1]
+            return [x0, x0, x1, x1], [y0, y0 - GRAPH_STUB, y1 + GRAPH_STUB, y1]
+        ya, yb = y0 - 1 + GRAPH_STUB, y1 + 1 - GRAPH_STUB  # the lane's ends, in the gaps
+        lane = lane_for(1 if x0 + x1 > 0 else -1, ya, yb)
+        return (
+            [x0, x0, lane, lane, x1, x1],
+            [y0, y0 - GRAPH_STUB, ya, yb, y1 + GRAPH_STUB, y1],
+        )
 
     def read(u: str, v: str, b: Boundary) -> tuple[float, float]:
         """The edge's own read (bytes) and its DRAM time at the boundary's time per byte."""
@@ -301,7 +404,7 @@ def fusion_graph_figure(
     fig = go.Figure()
     inside_x: list[float | None] = []
     inside_y: list[float | None] = []
-    for u, v in sub.edges:
+    for u, v in sorted(sub.edges, key=lambda e: (-pos[e[0]][1], pos[e[0]][0], -pos[e[1]][1], pos[e[1]][0])):
         xs, ys = path(u, v)
         if home.get(u, u) == home.get(v, v):
             inside_x += [*xs, None]
@@ -334,6 +437,10 @@ def fusion_graph_figure(
             x=inside_x, y=inside_y, mode="lines", line={"color": "#aaa", "width": 1}, name="inside a group"
         )
     )
+    x_lo = lane_x(-1, len(lanes[-1]) - 1) - 0.3 if lanes[-1] else left - 0.5
+    x_hi = lane_x(1, len(lanes[1]) - 1) + 0.3 if lanes[1] else right + 1.0  # the last column's labels
+    unit_px = GRAPH_PLOT_PX / (x_hi - x_lo)
+    max_chars = max(4, int((GRAPH_LABEL_ROOM * unit_px - 10) // GRAPH_CHAR_PX))  # 10: the marker's half
     by_group: dict[str, list[str]] = {}
     for n in sub.nodes:
         by_group.setdefault(home.get(n, n), []).append(n)
@@ -344,9 +451,9 @@ def fusion_graph_figure(
                 y=[pos[n][1] for n in nodes],
                 mode="markers+text",
                 marker={"size": 14, **({} if len(nodes) > 1 else {"color": "#999"})},
-                text=[plain(n.split(".")[-1]) for n in nodes],
-                textposition="top center",
-                textfont={"size": 9},
+                text=[plain(graph_label(n, max_chars)) for n in nodes],
+                textposition="middle right",
+                textfont={"size": GRAPH_FONT_PX},
                 name=plain(group) if len(nodes) > 1 else "unfused",
                 legendgroup=group if len(nodes) > 1 else "unfused",
                 showlegend=len(nodes) > 1,
@@ -356,9 +463,18 @@ def fusion_graph_figure(
                 hovertemplate="%{customdata}<extra></extra>",
             )
         )
-    fig.update_xaxes(visible=False)
-    fig.update_yaxes(visible=False)
-    return styled(fig, title, "", "", height=520)
+    fig.update_xaxes(visible=False, range=[x_lo, x_hi])
+    fig.update_yaxes(visible=False, range=[-(rows - 1) - 0.5, 0.5])
+    top, bottom = 70, 20
+    return styled(
+        fig,
+        title,
+        "",
+        "",
+        height=top + bottom + round(GRAPH_ROW_PX * rows),
+        margin={"l": 20, "r": 20, "t": top, "b": bottom},
+        legend={"orientation": "h", "yanchor": "top", "y": -0.01, "x": 0},
+    )
 
 
 #: the ledger's stacked terms, bottom to top

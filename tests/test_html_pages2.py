@@ -87,6 +87,69 @@ def _crosses_box(a, b, box):
     return False
 
 
+# ------------------------------------------------------------------ 1. the fusion graph's labels
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "qwen3-next-80b-a3b"])
+def test_the_fusion_graphs_labels_are_clear_of_every_edge(tmp_path, model):
+    """``fusion audit llama-3.1-8b --html``: the graph was laid out left to right with labels above
+    the nodes, and edges ran through mlp_residual, attention, q_proj, v_proj and up_proj's labels.
+    It is drawn top to bottom now, one row per topological generation, each label to its node's
+    right. Pinned: every member of every group ``--json`` lists is drawn, labelled with its name's
+    last part; no edge enters any label's box (its node's row, +-GRAPH_LABEL_BAND, from the node
+    to GRAPH_LABEL_ROOM of the way to the next node); at the page's own width (its CSS max-width
+    less the figure's margins) each label fits its room and its row's band holds the font."""
+    from costmodel import html_figures as hf
+
+    doc = json.loads(run_cli("fusion", "audit", model, "--json"))
+    members = {m for gr in doc["groups"] for m in gr["members"]}
+    _out, page = page_of(tmp_path, "fusion", "audit", model)
+    data, layout = figure(page, "the graph")
+    nodes = {}
+    for tr in (t for t in data if t.get("mode") == "markers+text"):
+        assert tr["textposition"] == "middle right"
+        assert tr["textfont"]["size"] == hf.GRAPH_FONT_PX
+        for x, y, label, hover in zip(
+            values(tr["x"]), values(tr["y"]), tr["text"], tr["customdata"], strict=True
+        ):
+            nodes[hover.split(" (")[0]] = (x, y, html.unescape(label))
+    assert members <= set(nodes)
+    for name, (_x, _y, label) in nodes.items():
+        short = name.split(".")[-1]
+        assert label == short or (label.endswith("\u2026") and short.startswith(label[:-1]))
+    # a label's room ends before the next node in its row
+    for (_n, (x, y, _l)), (_m, (x2, y2, _l2)) in itertools.permutations(nodes.items(), 2):
+        if y == y2 and x2 > x:
+            assert x2 - x >= 1
+    segments = list(_segments(data))
+    assert segments
+    for name, (x, y, _label) in nodes.items():
+        box = (x + 1e-9, x + hf.GRAPH_LABEL_ROOM, y - hf.GRAPH_LABEL_BAND, y + hf.GRAPH_LABEL_BAND)
+        hit = [(a, b) for a, b in segments if _crosses_box(a, b, box)]
+        assert not hit, (name, hit[:3])
+    # the geometry at the page's width: the CSS body width less the figure's side margins
+    body = int(re.search(r"body\{[^}]*max-width:(\d+)px", page).group(1))
+    margin = layout["margin"]
+    plot_px = body - margin["l"] - margin["r"]
+    assert hf.GRAPH_PLOT_PX <= plot_px
+    x_lo, x_hi = layout["xaxis"]["range"]
+    unit_px = plot_px / (x_hi - x_lo)
+    widest = max(len(label) for _x, _y, label in nodes.values())
+    assert widest * hf.GRAPH_CHAR_PX + 10 <= hf.GRAPH_LABEL_ROOM * unit_px
+    y_lo, y_hi = layout["yaxis"]["range"]
+    row_px = (layout["height"] - margin["t"] - margin["b"]) / (y_hi - y_lo)
+    assert hf.GRAPH_LABEL_BAND * row_px >= hf.GRAPH_FONT_PX / 2
+    # and every node inside the drawn range
+    assert all(x_lo < x < x_hi and y_lo < y < y_hi for x, y, _l in nodes.values())
+
+
+def test_a_long_node_name_is_cut_with_its_whole_name_in_the_hover():
+    """A label longer than its room is cut with an ellipsis (the hover keeps the whole name)."""
+    from costmodel.html_figures import graph_label
+
+    assert graph_label("layer.mlp.up_proj", 12) == "up_proj"
+    assert graph_label("layer.shared_expert_gate_proj", 8) == "shared_\u2026"
+    assert len(graph_label("layer.shared_expert_gate_proj", 8)) == 8
+
+
 # ------------------------------------------------------------------ 2. wide tables scroll in a box
 def test_the_plans_table_scrolls_in_its_own_box_one_line_a_row(tmp_path):
     """``serve plans llama-3.1-8b --device h100 --html``: the 24-column plans table ran past the
