@@ -80,11 +80,23 @@ def bind(bindings: Bindings | None) -> dict[sympy.Symbol, sympy.Expr]:
     dict
         Symbol -> sympy expression.
 
+    Raises
+    ------
+    CostModelError
+        When ``bindings`` is not a mapping, or a key is neither a symbol nor a dimension name.
+    ExpressionSyntaxError
+        When a value is not a finite number, an expression or an expression string.
+
     >>> bind({"B": 8})
     {B: 8}
     """
     from .symbols import dim
 
+    if bindings is not None and not isinstance(bindings, Mapping):  # a list of pairs was an AttributeError
+        raise CostModelError(
+            f"bindings must be a mapping of symbol or dimension name to value (e.g. {{'B': 8}}), got "
+            f"{type(bindings).__name__} {bindings!r:.40}"
+        )
     out: dict[sympy.Symbol, sympy.Expr] = {}
     for key, value in (bindings or {}).items():
         sym = dim(key) if isinstance(key, str) else key
@@ -170,7 +182,7 @@ class Cost:
     def compute(cls, unit: str, precision: str, flops: object) -> Cost:
         """FLOPs on one unit at one precision."""
         if unit not in UNITS:
-            raise CostModelError(f"unit {unit!r} is not one of {UNITS}")
+            raise CostModelError(f"unit {unit!r} is not one of {', '.join(UNITS)}")
         return cls(flop_terms={(unit, precision): flops})
 
     @classmethod
@@ -281,7 +293,7 @@ class Cost:
     def flops_on(self, unit: str, precision: str | None = None) -> sympy.Expr:
         """FLOPs on one unit (optionally one precision)."""
         if unit not in UNITS:
-            raise CostModelError(f"unit {unit!r} is not one of {UNITS}")
+            raise CostModelError(f"unit {unit!r} is not one of {', '.join(UNITS)}")
         return sympy.Add(
             *(v for (u, prec), v in self.flop_terms.items() if u == unit and precision in (None, prec))
         )

@@ -25,6 +25,7 @@ from .cost import Cost, as_float
 from .dtypes import DType, DTypeLike, gemm_out_dtype, get_dtype
 from .errors import CostModelError, UnknownDTypeError
 from .expr import to_expr
+from .hardware.catalog import get_device
 from .hardware.spec import WILDCARD, Hardware
 from .results import Result
 from .rules import op_cost
@@ -47,6 +48,25 @@ __all__ = [
     "split_matmul_network",
     "NetworkSplit",
 ]
+
+
+def _device(hw: object, *, symbolic: bool = True) -> Hardware:
+    """``hw`` as a :class:`Hardware`: itself, a catalog name or alias resolved
+    (:func:`~costmodel.hardware.get_device`, as :func:`~costmodel.roofline.bound` takes it), or,
+    where ``symbolic``, None for :meth:`Hardware.symbolic` (``P``, ``beta``); a one-line
+    :class:`~costmodel.errors.UnknownDeviceError` naming the value otherwise."""
+    if hw is None and symbolic:
+        return Hardware.symbolic()
+    return get_device(hw)  # type: ignore[arg-type]  # get_device names a wrong type itself
+
+
+def _checked_cost(cost: object) -> Cost:
+    """``cost`` checked as a :class:`Cost` (a one-line error naming the value otherwise)."""
+    if not isinstance(cost, Cost):
+        raise CostModelError(
+            f"cost must be a Cost (op_cost(...), a graph's total), got {type(cost).__name__} {cost!r:.40}"
+        )
+    return cost
 
 
 def latex(expr: sympy.Basic) -> str:
@@ -105,14 +125,14 @@ def checked_dtype(value: object, field: str = "dtype") -> DTypeLike:
 
 
 def balance_point(
-    hw: Hardware | None = None, unit: str = "tensor", precision: str = "bf16", level: str = "dram"
+    hw: Hardware | str | None = None, unit: str = "tensor", precision: str = "bf16", level: str = "dram"
 ) -> sympy.Expr:
     """Ridge point ``I* = P_{unit,precision} / beta_level`` (FLOP/byte).
 
     Parameters
     ----------
-    hw : Hardware, optional
-        The device; None: :meth:`Hardware.symbolic` (``P``, ``beta``).
+    hw : Hardware or str, optional
+        The device, or a catalog name or alias; None: :meth:`Hardware.symbolic` (``P``, ``beta``).
     unit : str, default "tensor"
         The compute unit: ``tensor``, ``vector`` or ``sfu``.
     precision : str, default "bf16"
@@ -130,7 +150,7 @@ def balance_point(
     >>> balance_point()
     P/beta
     """
-    hw = hw or Hardware.symbolic()
+    hw = _device(hw)
     if hw.peak(unit, precision) is None and hw.peak(unit, WILDCARD) is not None:
         precision = WILDCARD  # a symbolic device's one roof
     return hw.balance(unit, precision, level)
@@ -157,7 +177,7 @@ def op_intensity(cost: Cost, unit: str | None = None, level: str = "dram") -> sy
     >>> op_intensity(op_cost("gemm", M=M, N=N, K=K))  # one MAC = 2 FLOP; bf16 = 2 B
     2*K*M*N/(2*K*M + 2*K*N + 2*M*N)
     """
-    return cost.intensity_at(level, unit)
+    return _checked_cost(cost).intensity_at(level, unit)
 
 
 def _cost_precision(cost: Cost, unit: str) -> str:
@@ -290,7 +310,7 @@ def _tidy(expr: sympy.Expr) -> sympy.Expr:
 def crossover(
     cost: Cost,
     variable: sympy.Symbol,
-    hw: Hardware | None = None,
+    hw: Hardware | str | None = None,
     *,
     unit: str = "tensor",
     precision: str | None = None,
@@ -309,8 +329,8 @@ def crossover(
         The op, with ``variable`` among its symbols.
     variable : sympy.Symbol
         The dimension solved for (``M``: tokens).
-    hw : Hardware, optional
-        The device; None: :meth:`Hardware.symbolic` (``P``, ``beta``).
+    hw : Hardware or str, optional
+        The device, or a catalog name or alias; None: :meth:`Hardware.symbolic` (``P``, ``beta``).
     unit : str, default "tensor"
         The compute unit whose roof is compared.
     precision : str, optional
@@ -329,9 +349,21 @@ def crossover(
     Raises
     ------
     CostModelError
-        When ``precision`` is None and the cost has FLOPs at several (or no) precisions on ``unit``.
+        When ``cost`` is not a :class:`Cost`, ``variable`` not one of its symbols, or ``precision``
+        is None and the cost has FLOPs at several (or no) precisions on ``unit``.
+    UnknownDeviceError
+        When ``hw`` is neither a :class:`Hardware`, a catalog name nor None.
     """
-    hw = hw or Hardware.symbolic()
+    cost = _checked_cost(cost)
+    if not isinstance(variable, sympy.Symbol):
+        raise CostModelError(
+            f"variable must be a sympy Symbol of the cost (dim('M'), costmodel.symbols.M), got "
+            f"{type(variable).__name__} {variable!r:.40}"
+        )
+    if variable not in cost.free_symbols:  # no root for want of the variable, not of a crossover
+        have = ", ".join(sorted(map(str, cost.free_symbols))) or "none: the cost is numeric"
+        raise CostModelError(f"variable {variable} is not a symbol of the cost (its symbols: {have})")
+    hw = _device(hw)
     prec = precision or _cost_precision(cost, unit)
     if hw.peak(unit, prec) is None and hw.peak(unit, WILDCARD) is not None:
         prec = WILDCARD
@@ -361,7 +393,7 @@ def gemm_crossover(
     *,
     N: object,
     K: object,
-    hw: Hardware | None = None,
+    hw: Hardware | str | None = None,
     dtype: DTypeLike = "bf16",
     w_dtype: DTypeLike | None = None,
     out_dtype: DTypeLike | None = None,
@@ -393,9 +425,9 @@ def gemm_crossover(
     ----------
     N, K : int or sympy.Expr
         The weight's output and contraction widths (elements), positive.
-    hw : Hardware, optional
-        The device (its tensor roof at the compute precision, FLOP/s, and DRAM bandwidth, B/s);
-        None: :meth:`Hardware.symbolic` (``P``, ``beta``).
+    hw : Hardware or str, optional
+        The device or a catalog name (its tensor roof at the compute precision, FLOP/s, and DRAM
+        bandwidth, B/s); None: :meth:`Hardware.symbolic` (``P``, ``beta``).
     dtype : str, DType or sympy.Expr, default "bf16"
         The activations' format: a name, or a symbolic bytes per element (``quantity("b")``) for
         the closed form; a number of bytes (``2`` or ``sympy.Integer(2)``) is refused, as it names
@@ -586,7 +618,7 @@ def tile_intensity(tile_m: object, tile_n: object, dtype: DTypeLike = "bf16") ->
 
 
 def tile_compute_bound(
-    tile_m: object, tile_n: object, hw: Hardware, dtype: DTypeLike = "bf16"
+    tile_m: object, tile_n: object, hw: Hardware | str, dtype: DTypeLike = "bf16"
 ) -> sympy.Basic:
     """Whether a ``tile_m x tile_n`` tile of a blocked matmul is compute-bound on ``hw``: its
     :func:`tile_intensity` at least the device's ridge ``I* = P / beta`` for ``dtype`` (FLOP/B),
@@ -602,8 +634,9 @@ def tile_compute_bound(
     ----------
     tile_m, tile_n : int or sympy expression
         The tile's rows and columns (elements; positive).
-    hw : Hardware
-        The device: its tensor roof for ``dtype`` and its DRAM bandwidth.
+    hw : Hardware or str
+        The device, or a catalog name or alias: its tensor roof for ``dtype`` and its DRAM
+        bandwidth.
     dtype : str or DType
         The operands' data type (default ``bf16``).
 
@@ -621,6 +654,7 @@ def tile_compute_bound(
     """
     tm, tn = check_dim(tile_m, "tile_m"), check_dim(tile_n, "tile_n")
     i = tile_intensity(tm, tn, dtype)
+    hw = _device(hw, symbolic=False)
     ridge = hw.balance("tensor", get_dtype(dtype).roof)
     if not i.free_symbols:
         return sympy.true if bool(i >= ridge) else sympy.false
@@ -642,7 +676,7 @@ def split_matmul_network(
     K: object = None,
     p: object = None,
     dtype: DTypeLike = "bf16",
-    hw: Hardware | None = None,
+    hw: Hardware | str | None = None,
     link: str = "scale_up",
     precision: str | None = None,
 ) -> NetworkSplit:
@@ -671,8 +705,9 @@ def split_matmul_network(
     dtype : str, DType or sympy.Expr, default "bf16"
         The operands' and partial sums' format, or a symbolic bytes per element
         (:func:`checked_dtype`).
-    hw : Hardware, optional
-        The device; None: :meth:`Hardware.symbolic` (``P``, link bandwidth ``beta_scale_up``).
+    hw : Hardware or str, optional
+        The device, or a catalog name or alias; None: :meth:`Hardware.symbolic` (``P``, link
+        bandwidth ``beta_scale_up``).
     link : str, default "scale_up"
         The link the all-reduce crosses.
     precision : str, optional
@@ -696,7 +731,7 @@ def split_matmul_network(
     m, n = dim("M"), dim("N")
     k = dim("K") if K is None else check_dim(K, "K")
     pp = dim("p") if p is None else check_dim(p, "p")
-    hw = hw or Hardware.symbolic()
+    hw = _device(hw)
     mm = op_cost("gemm", M=m, N=n, K=k / pp, dtype=dtype)  # this device's slice of the contraction
     ar = op_cost("all_reduce", elements=m * n, p=pp, dtype=dtype, link=link)
     if not ar.comm_terms:

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import ast
 import math
+import numbers
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 
 import sympy
 
@@ -226,7 +228,29 @@ def to_expr(value: object, *, field: str = "value") -> sympy.Expr:
     """Convert a number, sympy expression or safe expression string to sympy.
 
     Floats become exact rationals of their shortest decimal form, so
-    ``1555e9`` stays the integer ``1555000000000``.
+    ``1555e9`` stays the integer ``1555000000000``; numpy scalars are taken as the Python
+    number they hold (``np.float64(2.0)`` is 2, ``np.int64(8)`` is 8).
+
+    Parameters
+    ----------
+    value : int, float, sympy.Expr or str
+        The value (a numpy integer or floating scalar too); a string is parsed by
+        :func:`parse_expr`.
+    field : str, default "value"
+        The parameter's name, for the error.
+
+    Returns
+    -------
+    sympy.Expr
+        The value as an exact sympy expression.
+
+    Raises
+    ------
+    ExpressionSyntaxError
+        When ``value`` is a bool, NaN or infinite, of another type, or text outside the grammar.
+
+    >>> to_expr(1555e9)
+    1555000000000
     """
     if isinstance(value, bool):
         raise ExpressionSyntaxError(f"{field} must be a number or expression, got {value!r}")
@@ -234,12 +258,15 @@ def to_expr(value: object, *, field: str = "value") -> sympy.Expr:
         if not isinstance(value, sympy.Expr):
             raise ExpressionSyntaxError(f"{field} must be an expression, got {value!r}")
         return value
-    if isinstance(value, int):
-        return sympy.Integer(value)
-    if isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
+    if isinstance(value, numbers.Integral):  # int, and numpy's integer scalars
+        return sympy.Integer(int(value))
+    if isinstance(value, numbers.Real) and not isinstance(value, Fraction):  # float, numpy's floats
+        f = float(value)
+        if not math.isfinite(f):
             raise ExpressionSyntaxError(f"{field} must be finite, got {value!r}")
-        return sympy.Rational(repr(value))
+        return sympy.Rational(repr(f))
+    if isinstance(value, Fraction):
+        return sympy.Rational(value.numerator, value.denominator)
     if isinstance(value, str):
         return parse_expr(value, field=field)
     raise ExpressionSyntaxError(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 import tomllib
 from collections.abc import Collection, Iterator, Mapping
@@ -641,6 +642,10 @@ def load_hardware_file(path: str | Path, *, register: bool = True, replace: bool
     HardwareSpecError
         For an unreadable file, a bad field (named) or a name clash.
     """
+    if not isinstance(path, str | os.PathLike):  # None was a bare TypeError from Path()
+        raise HardwareSpecError(
+            f"path must be a hardware file's path (str or Path), got {type(path).__name__} {path!r:.40}"
+        )
     path = Path(path)
     raw = read_user_file(path, what="hardware file", max_bytes=MAX_FILE_BYTES, error=HardwareSpecError)
     try:

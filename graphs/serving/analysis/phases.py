@@ -201,6 +201,8 @@ def prefill_report(
         without ``allow_long_context`` (:class:`~costmodel.errors.ContextLimitError`).
     """
     batch, seq, tp = positive_int(batch, "batch"), positive_int(seq, "seq"), positive_int(tp, "tp")
+    if chunk is not None:  # a whole number of any type, as batch and seq (np.int64(512), 512.0)
+        chunk = positive_int(chunk, "chunk")
     w = as_workload(config)
     if not allow_long_context:
         w.config.check_context(seq, "seq")

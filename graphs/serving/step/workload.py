@@ -38,9 +38,9 @@ class Workload:
     """A resolved :class:`~models.config.ModelConfig` and a cache of its graphs and step times."""
 
     def __init__(self, config: ModelConfig | str) -> None:
-        self.config: ModelConfig = get_model(config) if isinstance(config, str) else config
-        if not isinstance(self.config, ModelConfig):
-            raise TypeError(f"a workload needs a model name or a ModelConfig, got {type(config).__name__}")
+        # anything else get_model resolves (a path, a parsed config.json) or refuses in one line
+        # naming the value (None was a bare TypeError)
+        self.config: ModelConfig = config if isinstance(config, ModelConfig) else get_model(config)
         self._graphs: dict[tuple[Any, ...], nx.DiGraph] = {}
         self._times: dict[tuple[Any, ...], sympy.Expr] = {}
         self.builds = 0  #: graphs built so far (each distinct request once)
@@ -111,11 +111,18 @@ def as_workload(config: ModelConfig | str | Workload) -> Workload:
 
     Parameters
     ----------
-    config : ModelConfig, str or Workload
-        A catalog name, a ``config.json`` path, a config, or a workload.
+    config : ModelConfig, str, os.PathLike, dict or Workload
+        A catalog name, a ``config.json`` path (or its folder), a parsed ``config.json``, a
+        config, or a workload.
 
     Returns
     -------
     Workload
+
+    Raises
+    ------
+    CostModelError
+        When ``config`` is none of these (:func:`models.catalog.get_model`'s error), an unknown
+        catalog name (:class:`~models.catalog.UnknownModelError`) or a config it cannot read.
     """
     return config if isinstance(config, Workload) else Workload(config)

@@ -1,0 +1,148 @@
+"""The library's exported functions, called from Python with the inputs a user passes by
+mistake or from numpy, answer as for the plain value or refuse in one line of the project's
+error types naming the parameter (the library API review, second pass).
+
+Expected values come from the input itself (a catalog name resolves to the device
+``get_device`` gives; ``np.int64(2048)`` is 2048), a docstring's hand computation
+(``gemm_crossover`` on an H100: 346) or another entry point's answer.
+"""
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import costmodel as cm
+from costmodel.errors import CostModelError, HardwareSpecError, UnknownDeviceError
+
+H100 = "h100-sxm"
+
+
+def _one_line(e: pytest.ExceptionInfo) -> str:
+    text = str(e.value)
+    assert "\n" not in text
+    return text
+
+
+# ---------------------------------------------------------------- derivations take a device name
+
+
+def test_derivations_take_a_device_name_as_bound_does():
+    hw = cm.get_device(H100)
+    # the docstring's hand computation: I* = 19788/67 = 295.3 FLOP/B; M* = 295.3 / (1 - 295.3 * 2/4096)
+    assert cm.gemm_crossover(N=4096, K=4096, hw=H100).integer == 346
+    assert cm.gemm_crossover(N=4096, K=4096, hw="h100").integer == 346  # an alias
+    assert cm.balance_point(H100) == cm.balance_point(hw) == pytest.approx(19788 / 67)
+    assert cm.tile_compute_bound(1024, 1024, H100) == cm.tile_compute_bound(1024, 1024, hw)
+    assert cm.split_matmul_network(K=4096, p=8, hw=H100) == cm.split_matmul_network(K=4096, p=8, hw=hw)
+    m = cm.dim("M")
+    gemm = cm.op_cost("gemm", M=m, N=4096, K=4096)
+    assert cm.crossover(gemm, m, H100).integer == 346
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: cm.balance_point("h1000"),
+        lambda: cm.gemm_crossover(N=4096, K=4096, hw="h1000"),
+        lambda: cm.tile_compute_bound(128, 128, "h1000"),
+        lambda: cm.split_matmul_network(K=4096, p=8, hw="h1000"),
+    ],
+)
+def test_derivations_refuse_an_unknown_device_by_name(call):
+    with pytest.raises(UnknownDeviceError) as e:
+        call()
+    assert "unknown device 'h1000'" in _one_line(e)
+
+
+def test_tile_compute_bound_refuses_no_device():
+    # it has no symbolic default: None was an AttributeError ('NoneType' object has no attribute 'balance')
+    with pytest.raises(UnknownDeviceError) as e:
+        cm.tile_compute_bound(128, 128, None)
+    assert "device must be a name or a Hardware, got NoneType None" in _one_line(e)
+
+
+def test_crossover_refuses_a_variable_it_cannot_solve_for():
+    m = cm.dim("M")
+    with pytest.raises(CostModelError) as e:  # was AttributeError: 'str' object has no attribute 'name'
+        cm.crossover(cm.op_cost("gemm", M=m, N=4096, K=4096), "M", H100)
+    assert "variable must be a sympy Symbol of the cost" in _one_line(e) and "got str 'M'" in str(e.value)
+    # a cost without the variable has no root for want of it, not of a crossover: was exact=None, unsaid
+    with pytest.raises(CostModelError) as e:
+        cm.crossover(cm.op_cost("gemm", M=1, N=4096, K=4096), m, H100)
+    assert "variable M is not a symbol of the cost (its symbols: none: the cost is numeric)" in _one_line(e)
+
+
+@pytest.mark.parametrize("call", [lambda: cm.op_intensity("gemm"), lambda: cm.crossover("gemm", cm.dim("M"))])
+def test_derivations_refuse_a_cost_that_is_not_one(call):
+    with pytest.raises(CostModelError) as e:  # was AttributeError: 'str' object has no attribute ...
+        call()
+    assert "cost must be a Cost (op_cost(...), a graph's total), got str 'gemm'" in _one_line(e)
+
+
+def test_an_unknown_unit_is_named_in_words():
+    with pytest.raises(CostModelError) as e:  # listed the enum's reprs: (<Unit.TENSOR: 'tensor'>, ...)
+        cm.op_intensity(cm.op_cost("gemm", M=1, N=1, K=1), unit="gpu")
+    assert _one_line(e) == "unit 'gpu' is not one of tensor, vector, sfu"
+
+
+# ---------------------------------------------------------------- numpy scalars are numbers
+
+
+@pytest.mark.parametrize("factor", [np.float64(2.0), np.int64(2), np.float32(2.0), 2.0, Fraction(2)])
+def test_headroom_takes_numpy_and_exact_factors(factor):
+    # a square bf16 GEMM of 4096 is compute-bound on an H100: doubling the tensor roof halves its
+    # time (DESIGN: headroom 2 when compute-bound); np.float64(2.0) was TypeError: invalid input
+    gemm = cm.op_cost("gemm", M=4096, N=4096, K=4096)
+    assert cm.headroom(gemm, H100, "tensor", factor=factor) == 2
+
+
+def test_bind_takes_numpy_values_and_refuses_a_list():
+    assert cm.bind({"B": np.int64(8)}) == cm.bind({"B": 8})
+    with pytest.raises(CostModelError) as e:  # was AttributeError: 'list' object has no attribute 'items'
+        cm.bind([("B", 8)])
+    assert "bindings must be a mapping of symbol or dimension name to value" in _one_line(e)
+    assert "got list [('B', 8)]" in str(e.value)
+
+
+def test_load_hardware_file_refuses_no_path():
+    with pytest.raises(HardwareSpecError) as e:  # was TypeError from pathlib
+        cm.load_hardware_file(None, register=False)
+    assert "path must be a hardware file's path (str or Path), got NoneType None" in _one_line(e)
+
+
+# ---------------------------------------------------------------- serving entry points
+
+
+def test_prefill_chunk_takes_any_whole_number_as_seq_does():
+    from graphs.serving import prefill_report
+
+    plain = prefill_report("llama-3.2-1b", H100, seq=8192, chunk=2048)
+    assert plain.chunks == 4  # 8192 / 2048
+    for chunk in (np.int64(2048), 2048.0):  # were refused: "chunk must be a positive number of tokens"
+        assert prefill_report("llama-3.2-1b", H100, seq=8192, chunk=chunk) == plain
+    with pytest.raises(CostModelError) as e:
+        prefill_report("llama-3.2-1b", H100, seq=8192, chunk=2048.5)
+    assert "chunk must be a positive integer" in _one_line(e) and "2048.5" in str(e.value)
+
+
+@pytest.mark.parametrize("config", [None, 5])
+def test_a_workload_refuses_what_names_no_model(config):
+    from graphs.serving import as_workload, decode_report
+
+    with pytest.raises(CostModelError) as e:  # was TypeError: a workload needs a model name ...
+        decode_report(config, H100, ctx=1024)
+    assert "expected a catalog name, a config.json path or folder" in _one_line(e)
+    with pytest.raises(CostModelError):
+        as_workload(config)
+
+
+def test_a_workload_takes_a_config_path_as_its_docstring_says():
+    from pathlib import Path
+
+    from graphs.serving import as_workload, decode_report
+
+    path = Path(__file__).resolve().parents[1] / "models" / "configs" / "llama-3.2-1b.json"
+    assert as_workload(path).config.name == "llama-3.2-1b"  # was TypeError for a Path
+    by_path = decode_report(path, H100, batch=8, ctx=2048)
+    assert by_path.step_s == decode_report("llama-3.2-1b", H100, batch=8, ctx=2048).step_s
