@@ -78,7 +78,7 @@ class Overhead:
 
     def __post_init__(self) -> None:
         if self.policy not in _POLICIES:
-            raise CostModelError(f"overhead policy {self.policy!r} not allowed; allowed: {_POLICIES}")
+            raise CostModelError(f"overhead policy {self.policy!r} not allowed; allowed: {', '.join(_POLICIES)}")
         f = to_expr(self.fraction, field="overhead fraction")
         if f.is_number:
             if self.policy == "fraction_of_sum" and not (0 <= f < 1):

@@ -146,3 +146,227 @@ def test_a_workload_takes_a_config_path_as_its_docstring_says():
     assert as_workload(path).config.name == "llama-3.2-1b"  # was TypeError for a Path
     by_path = decode_report(path, H100, batch=8, ctx=2048)
     assert by_path.step_s == decode_report("llama-3.2-1b", H100, batch=8, ctx=2048).step_s
+
+
+# ---------------------------------------------------------------- the serving analyses' numbers
+
+SMALL, DRAFT = "llama-3.2-1b", "llama-3.2-1b"  # a draft sharing the target's tokenizer
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (
+            lambda s: s.disaggregated(
+                SMALL, H100, "h200", prompt=1024, output=128, decode_batch=8, link_bandwidth=float("nan")
+            ),
+            "link_bandwidth must be a finite number > 0 (B/s), got nan",
+        ),
+        (
+            lambda s: s.disaggregated(
+                SMALL, H100, "h200", prompt=1024, output=128, decode_batch=8, link_bandwidth="50e9"
+            ),
+            "link_bandwidth must be a finite number > 0 (B/s), got str '50e9'",
+        ),
+        (
+            lambda s: s.disaggregated(
+                SMALL,
+                H100,
+                "h200",
+                prompt=1024,
+                output=128,
+                decode_batch=8,
+                link_bandwidth=5e10,
+                link_latency=None,
+            ),
+            "link_latency must be a finite number >= 0 (s), got NoneType None",
+        ),
+        (
+            lambda s: s.disaggregated(
+                SMALL,
+                H100,
+                "h200",
+                prompt=1024,
+                output=128,
+                decode_batch=8,
+                link_bandwidth=5e10,
+                rate=float("nan"),
+            ),
+            "rate must be a finite number > 0 (requests/s), got nan",
+        ),
+        (
+            lambda s: s.kv_transfer_crossover(SMALL, H100, "h200", link_bandwidth=0),
+            "link_bandwidth must be a finite number > 0 (B/s), got 0",
+        ),
+        (
+            lambda s: s.attention_ffn_split(
+                SMALL, H100, "b200", batch=8, ctx=1024, link_bandwidth=5e10, hop_latency=float("nan")
+            ),
+            "hop_latency must be a finite number >= 0 (s), got nan",
+        ),
+        (
+            lambda s: s.sram_residency(SMALL, "groq-lpu", hop_latency=float("inf")),
+            "hop_latency must be a finite number >= 0 (s), got inf",
+        ),
+        (
+            lambda s: s.speculative_decoding(SMALL, DRAFT, H100, alpha="0.8"),
+            "alpha must be a finite number in [0, 1], got str '0.8'",
+        ),
+        (
+            lambda s: s.speculative_decoding(SMALL, DRAFT, H100, alpha=0.8, k_max=None),
+            "k_max must be a whole number in [1, 256], got NoneType None",
+        ),
+        (
+            lambda s: s.parallel_plan(SMALL, H100, batch=8, ctx=1024, tp="2"),
+            "tp must be a positive integer or a positive symbolic expression, got str '2'",
+        ),
+        (
+            lambda s: s.parallel_plan(SMALL, H100, batch=8, ctx=1024, link="nvlink"),
+            "link 'nvlink' not allowed; allowed: scale_up, scale_out",
+        ),
+        (
+            lambda s: s.plan_frontier(SMALL, H100, batches=[1], ctx=1024, plans=[(1, 1, 1, 1)]),
+            "devices must be a list, got str 'h100-sxm'",
+        ),
+        (
+            lambda s: s.plan_frontier(SMALL, [H100], batches=[1], ctx=1024, plans=[(1, 1)]),
+            "each plan must be (tp, pp, ep, microbatches), four whole numbers, got (1, 1)",
+        ),
+        (lambda s: s.vllm_capture_sizes("256"), "max_num_seqs must be a whole number >= 1, got str '256'"),
+        (lambda s: s.usd_per_m(-1, 10), "usd_per_hour must be a finite number >= 0 (USD/h), got -1"),
+        (
+            lambda s: s.decode_cost(s.device_rates(H100, 2.0), devices=1, batch=8, tpot_s=0),
+            "tpot_s must be a finite number > 0 (s), got 0",
+        ),
+        (
+            lambda s: s.decode_cost(s.device_rates(H100, 2.0), devices=0, batch=8, tpot_s=0.01),
+            "devices must be a whole number in [1, 2147483647], got 0",
+        ),
+        (lambda s: s.load_trace(None), "trace path must be a str or Path, got NoneType None"),
+        (
+            lambda s: s.speedup_by_batch(SMALL, H100, None, [1]),
+            "spec must be a SpecConfig (the draft, its device, k and acceptance), got NoneType None",
+        ),
+    ],
+)
+def test_serving_analyses_refuse_bad_numbers_in_one_line(call, words):
+    # each was a bare TypeError, ZeroDivisionError, ValueError or AssertionError, a NaN answer
+    # (link_bandwidth=nan: a NaN TTFT), or a silent one (devices=0: a free deployment)
+    import graphs.serving as s
+
+    with pytest.raises(CostModelError) as e:
+        call(s)
+    assert words in _one_line(e)
+
+
+def test_serving_analyses_take_numpy_numbers():
+    import graphs.serving as s
+
+    plain = s.speculative_decoding(SMALL, DRAFT, H100, alpha=0.8, k_max=3)
+    assert s.speculative_decoding(SMALL, DRAFT, H100, alpha=np.float64(0.8), k_max=np.int64(3)) == plain
+    assert s.speculative_decoding(SMALL, DRAFT, H100, alpha=0.8, k_max=3.0) == plain  # was TypeError
+    plan = s.parallel_plan(SMALL, H100, batch=8, ctx=1024, tp=2)
+    assert s.parallel_plan(SMALL, H100, batch=8, ctx=1024, tp=np.int64(2)) == plan
+    reqs = s.synthetic(5, rate=1.0, prompt="fixed:10", output="fixed:10")
+    assert s.synthetic(np.int64(5), rate=1.0, prompt="fixed:10", output="fixed:10") == reqs  # was refused
+
+
+def test_decode_cost_is_the_hand_computation():
+    from graphs.serving import decode_cost, device_rates
+
+    # one device at $2/h, 8 sequences at 10 ms a token: 800 tok/s, 2 / (3600 x 800) x 1e6 $/M
+    cost = decode_cost(device_rates(H100, 2.0), devices=1, batch=8, tpot_s=0.01)
+    assert cost.usd_per_m_output == pytest.approx(2 / (3600 * 800) * 1e6)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.speculative_decoding(SMALL, DRAFT, H100, alpha=0.8, ctx=200_000),
+        lambda s: s.attention_ffn_split(
+            SMALL, H100, "b200", batch=1, ctx=200_000, link_bandwidth=5e10, hop_latency=1e-5
+        ),
+        lambda s: s.disaggregated(
+            SMALL, H100, "h200", prompt=200_000, output=128, decode_batch=1, link_bandwidth=5e10
+        ),
+    ],
+)
+def test_serving_analyses_refuse_a_context_beyond_the_model_as_decode_report_does(call):
+    # llama-3.2-1b's config.json: max_position_embeddings 131,072; these answered silently
+    import graphs.serving as s
+
+    with pytest.raises(CostModelError) as e:
+        s.decode_report(SMALL, H100, ctx=200_000)
+    assert "exceeds the model's context limit of 131,072 tokens" in str(e.value)
+    with pytest.raises(CostModelError) as e:
+        call(s)
+    assert "exceeds the model's context limit of 131,072 tokens" in _one_line(e)
+    assert "allow_long_context=True" in str(e.value)
+
+
+def test_allow_long_context_costs_it_in_python_and_on_the_command_line(capsys):
+    import json
+
+    from graphs.cli.main import main
+    from graphs.serving import disaggregated, speculative_decoding
+
+    spec = speculative_decoding(SMALL, DRAFT, H100, alpha=0.8, ctx=200_000, k_max=2, allow_long_context=True)
+    assert (
+        main(
+            [
+                "serve",
+                "specdec",
+                SMALL,
+                DRAFT,
+                "--alpha",
+                "0.8",
+                "--ctx",
+                "200000",
+                "--k-max",
+                "2",
+                "--allow-long-context",
+                "--ignore-capacity",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out["best_k"] == spec.best_k and out["target_step_s"] == pytest.approx(spec.target_step_s)
+    d = disaggregated(
+        SMALL,
+        H100,
+        "h200",
+        prompt=200_000,
+        output=128,
+        decode_batch=1,
+        link_bandwidth=5e10,
+        allow_long_context=True,
+    )
+    assert (
+        main(
+            [
+                "serve",
+                "disagg",
+                SMALL,
+                "--prefill-device",
+                H100,
+                "--decode-device",
+                "h200",
+                "--prompt",
+                "200000",
+                "--output",
+                "128",
+                "--decode-batch",
+                "1",
+                "--link-bandwidth",
+                "5e10",
+                "--allow-long-context",
+                "--ignore-capacity",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    out = json.loads(capsys.readouterr().out)
+    assert out["tpot_s"] == pytest.approx(d.tpot_s)

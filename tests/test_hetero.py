@@ -109,6 +109,7 @@ def test_disaggregated_terms_and_pools():
         link_bandwidth=12.5e9,
         link_latency=5e-6,
         rate=2.0,
+        allow_long_context=True,  # 4,096 + 512 tokens past Llama-2's 4,096, as the command asks it
     )
     kv_tok = 2 * 32 * 32 * 128 * 2  # MHA: 2 * L * H_kv * d_head * b = 512 KiB
     t = r.ttft
@@ -144,6 +145,7 @@ def test_disaggregated_terms_and_pools():
         decode_batch=16,
         link_bandwidth=12.5e9,
         overlap="layerwise",
+        allow_long_context=True,
     )
     assert lw.ttft.ttft_s < r.ttft.ttft_s
 
@@ -173,6 +175,7 @@ def test_the_kv_transfer_dominates_over_one_interval_of_prompts():
     first, last = kv_transfer_range("llama-2-7b", "b200", "h100", **kw)
     assert first == 94 and first == kv_transfer_crossover("llama-2-7b", "b200", "h100", **kw)
     assert 94 * 2 * 32 * 4096 * 2 / 12.5e9 + 32 * 5e-6 == pytest.approx(4.103e-3, rel=1e-3)
+    kw["allow_long_context"] = True  # the range runs past Llama-2's 4,096 tokens
 
     def dominates(p):
         t = disaggregated("llama-2-7b", "b200", "h100", prompt=p, output=16, **kw).ttft

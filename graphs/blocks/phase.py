@@ -86,11 +86,11 @@ def phase_dims(
     (256, 128)
     """
     if phase not in PHASES:
-        raise CostModelError(f"phase {phase!r} not allowed; allowed: {PHASES}")
+        raise CostModelError(f"phase {phase!r} not allowed; allowed: {', '.join(PHASES)}")
     b = check_dim(batch, "batch")
     p = check_dim(tp, "tp")
     if link not in tuple(LinkName):
-        raise CostModelError(f"link {link!r} not allowed; allowed: {tuple(str(k) for k in LinkName)}")
+        raise CostModelError(f"link {link!r} not allowed; allowed: {', '.join(LinkName)}")
     if isinstance(sparse_head_tile, bool) or not isinstance(sparse_head_tile, int) or sparse_head_tile < 1:
         raise CostModelError(f"sparse_head_tile must be a whole number >= 1, got {sparse_head_tile!r}")
     if phase == "prefill":

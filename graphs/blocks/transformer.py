@@ -248,7 +248,7 @@ def build_model(
     512*ctx + 217088
     """
     if logits not in ("last", "all"):
-        raise CostModelError(f"logits {logits!r} not allowed; allowed: ('last', 'all')")
+        raise CostModelError(f"logits {logits!r} not allowed; allowed: last, all")
     dims = phase_dims(
         phase, batch, seq, ctx, prefix=prefix, tp=tp, link=link, sparse_head_tile=sparse_head_tile
     )

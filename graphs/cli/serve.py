@@ -43,6 +43,7 @@ def cmd_disagg(args: argparse.Namespace) -> int:
         overlap=args.overlap,
         ignore_capacity=args.ignore_capacity,
         predict=args.predict,
+        allow_long_context=args.allow_long_context,
     )
     check_context(args, args.prompt + args.output, "--prompt + --output")
     cfg = apply_dtypes(resolve_model(args.model, args), args)
@@ -133,6 +134,7 @@ def cmd_specdec(args: argparse.Namespace) -> int:
         ctx=args.ctx,
         k_max=args.k_max,
         predictor=_predictor(args),
+        allow_long_context=args.allow_long_context,
     )
     text = format_table(
         [row.to_dict() for row in r.rows],
@@ -167,6 +169,7 @@ def cmd_split(args: argparse.Namespace) -> int:
         ctx=args.ctx,
         link_bandwidth=args.link_bandwidth,
         hop_latency=args.hop_latency,
+        allow_long_context=args.allow_long_context,
     )
     held = (
         f"the attention side holds {r.attention_bytes / 2**30:.2f} GiB (its weights, the KV cache of "

@@ -40,9 +40,10 @@ from models.config import ModelConfig
 
 from ..pricing.predictor import Predictor
 from ..pricing.priced import priced_step
-from ..step.compiled import compiled_step
+from ..step.compiled import compiled_step, positive_int
 from ..step.fit_check import CapacityCheck
 from ..step.ledger_fit import capacity_check
+from ..step.option_checks import real_arg
 from ..step.totals import kv_cache_bytes_per_token
 from ..step.workload import Workload, as_workload
 
@@ -229,6 +230,18 @@ def _kv_bytes_per_token(w: Workload, hw: Hardware) -> float:
     )
 
 
+def _checked_link(link_bandwidth: object, link_latency: object, overlap: object) -> tuple[float, float]:
+    """The KV link's bandwidth (B/s, > 0) and latency (s, >= 0) as floats, and ``overlap`` one of
+    :class:`Overlap`'s, or one line naming the parameter (a string, None or NaN was a bare
+    TypeError or a NaN TTFT; an infinite bandwidth a transfer of no time)."""
+    if overlap not in tuple(Overlap):
+        raise CostModelError(f"overlap {overlap!r} not allowed; allowed: {', '.join(Overlap)}")
+    return (
+        real_arg("link_bandwidth", link_bandwidth, 0, inclusive=False, unit="B/s"),
+        real_arg("link_latency", link_latency, 0, unit="s"),
+    )
+
+
 def disaggregated(
     config: ModelConfig | str | Workload,
     prefill_device: Hardware | str,
@@ -242,6 +255,7 @@ def disaggregated(
     rate: float | None = None,
     overlap: str = "after",
     predictor: Predictor | None = None,
+    allow_long_context: bool = False,
 ) -> DisaggReport:
     """TTFT, TPOT, pools, energy and the colocated comparison (module doc); ``predictor``
     prices every step (:func:`graphs.serving.pricing.priced.priced_step`; default the bound).
@@ -268,6 +282,10 @@ def disaggregated(
         ``"after"`` (the cache ships after prefill) or ``"layerwise"`` (during it).
     predictor : Predictor, optional
         Prices every step (default: the bound).
+    allow_long_context : bool, default False
+        Cost ``prompt + output`` beyond the model's context limit (``serve disagg
+        --allow-long-context``); False: refused with :class:`~models.context.ContextLimitError`,
+        as the command refuses it.
 
     Returns
     -------
@@ -277,16 +295,18 @@ def disaggregated(
     Raises
     ------
     CostModelError
-        When ``overlap`` is unknown, the link's numbers or a count are out of range, or ``rate``
-        is not positive.
+        When ``overlap`` is unknown, the link's numbers or a count are out of range, ``rate``
+        is not positive, or ``prompt + output`` exceeds the model's context limit without
+        ``allow_long_context``.
     """
-    if overlap not in tuple(Overlap):
-        raise CostModelError(f"overlap {overlap!r} not allowed; allowed: {', '.join(Overlap)}")
-    if link_bandwidth <= 0 or link_latency < 0:
-        raise CostModelError("link_bandwidth must be > 0 and link_latency >= 0")
-    if prompt < 1 or output < 1 or decode_batch < 1:
-        raise CostModelError("prompt, output and decode_batch must be positive integers")
+    link_bandwidth, link_latency = _checked_link(link_bandwidth, link_latency, overlap)
+    prompt, output = positive_int(prompt, "prompt"), positive_int(output, "output")
+    decode_batch = positive_int(decode_batch, "decode_batch")
+    if rate is not None:
+        rate = real_arg("rate", rate, 0, inclusive=False, unit="requests/s")
     w = as_workload(config)
+    if not allow_long_context:  # as decode_report refuses a ctx beyond it
+        w.config.check_context(prompt + output, "prompt + output")
     a, b = get_device(prefill_device), get_device(decode_device)
     terms = _ttft_terms(
         w, a, b, prompt, decode_batch, link_bandwidth, link_latency, Overlap(overlap), predictor
@@ -312,8 +332,6 @@ def disaggregated(
     )
     if rate is None:
         return report
-    if rate <= 0:
-        raise CostModelError(f"rate must be positive, got {rate}")
     n_pf = max(1, math.ceil(rate * terms.prefill_s))
     n_dec = max(1, math.ceil(rate * output / (decode_batch / tpot)))
     tokens_per_s = rate * output
@@ -432,6 +450,9 @@ def kv_transfer_range(
     -------
     (first, last) prompt lengths in tokens, or None
     """
+    link_bandwidth, link_latency = _checked_link(link_bandwidth, link_latency, overlap)
+    decode_batch = positive_int(decode_batch, "decode_batch")
+    max_prompt = positive_int(max_prompt, "max_prompt")
     w = as_workload(config)
     a, b = get_device(prefill_device), get_device(decode_device)
 

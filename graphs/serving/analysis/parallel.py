@@ -39,6 +39,7 @@ from models.config import ModelConfig, MoESpec
 
 from ..pricing.predictor import Predictor
 from ..pricing.priced import priced_step
+from ..step.compiled import positive_int
 from ..step.expert_routing import Routing, busiest_rank
 from ..step.ledger_fit import decode_memory, routed_expert_bytes
 from ..step.workload import Workload, as_workload
@@ -228,9 +229,13 @@ def parallel_plan(
     w = as_workload(config)
     cfg = w.config
     hw = get_device(device)
-    for name, v in (("tp", tp), ("pp", pp), ("ep", ep), ("microbatches", microbatches), ("batch", batch)):
-        if v < 1:
-            raise CostModelError(f"{name} must be >= 1, got {v}")
+    # whole numbers of any type (np.int64, 4.0) as every entry point takes them; '2' or None was a
+    # bare TypeError from the comparison
+    tp, pp, ep = positive_int(tp, "tp"), positive_int(pp, "pp"), positive_int(ep, "ep")
+    microbatches, batch = positive_int(microbatches, "microbatches"), positive_int(batch, "batch")
+    ctx = positive_int(ctx, "ctx")
+    if link not in (LinkName.SCALE_UP, LinkName.SCALE_OUT):  # 'x' was taken, unused at pp 1 and ep 1
+        raise CostModelError(f"link {link!r:.40} not allowed; allowed: scale_up, scale_out")
     layers = int(as_float(cfg.num_hidden_layers))
     if layers % pp:
         raise CostModelError(f"pp ({pp}) must divide the {layers} layers")
@@ -471,7 +476,22 @@ def plan_frontier(
     -------
     tuple of PlanPoint
         Every evaluated point (one that does not fit or is invalid says why), the frontier marked.
+
+    Raises
+    ------
+    CostModelError
+        When ``devices`` or ``batches`` is a bare value rather than a list, or a plan is not
+        four whole numbers (a point that is invalid on its own is a point with its error).
     """
+    for name, values in (("devices", devices), ("batches", batches), ("plans", plans)):
+        if isinstance(values, str | bytes) or not isinstance(values, list | tuple):
+            # a str was read letter by letter: "unknown device 'h'" for devices="h100"
+            raise CostModelError(f"{name} must be a list, got {type(values).__name__} {values!r:.40}")
+    for plan in plans:
+        if not isinstance(plan, list | tuple) or len(plan) != 4:
+            raise CostModelError(
+                f"each plan must be (tp, pp, ep, microbatches), four whole numbers, got {plan!r:.60}"
+            )
     w = as_workload(config)
     points: list[PlanPoint] = []
     for dev in devices:

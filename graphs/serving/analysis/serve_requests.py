@@ -15,7 +15,7 @@ from typing import Any
 
 from costmodel.errors import CostModelError
 
-from ..step.option_checks import check_choice, check_devices, check_number, check_whole_list
+from ..step.option_checks import check_choice, check_devices, check_number, check_whole_list, label
 
 __all__ = ["DisaggRequest", "PlansRequest", "parse_plans", "OVERLAPS", "INT_RANGES", "FLOAT_RANGES"]
 
@@ -78,6 +78,9 @@ class DisaggRequest:
         Report a point that does not fit its devices' memory anyway.
     predict : str, optional
         The corpus framework whose measured kernels price the steps (None: the bound).
+    allow_long_context : bool
+        Cost ``prompt + output`` beyond the model's context limit (``--allow-long-context``);
+        False: :func:`~graphs.serving.analysis.disagg.disaggregated` refuses it.
     """
 
     prefill_device: str = "b200"
@@ -91,12 +94,16 @@ class DisaggRequest:
     overlap: str = "after"
     ignore_capacity: bool = False
     predict: str | None = None
+    allow_long_context: bool = False
 
     def __post_init__(self) -> None:
         check_devices((self.prefill_device,), "--prefill-device")
         check_devices((self.decode_device,), "--decode-device")
         _check(self, ("prompt", "output", "decode_batch", "link_bandwidth", "link_latency", "rate"))
         check_choice("overlap", self.overlap, OVERLAPS)
+        for name in ("ignore_capacity", "allow_long_context"):
+            if not isinstance(getattr(self, name), bool):
+                raise CostModelError(f"{label(name)} must be True or False, got {getattr(self, name)!r:.40}")
 
 
 def parse_plans(text: str) -> tuple[tuple[int, int, int, int], ...]:

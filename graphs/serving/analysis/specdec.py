@@ -34,6 +34,7 @@ from ..pricing.predictor import Predictor
 from ..pricing.priced import priced_step
 from ..step.compiled import positive_int
 from ..step.defaults import DEFAULT_SPEC_K_MAX
+from ..step.option_checks import real_arg, whole_arg
 from ..step.workload import Workload, as_workload
 
 __all__ = [
@@ -192,6 +193,7 @@ def speculative_decoding(
     ctx: int = 4096,
     k_max: int = DEFAULT_SPEC_K_MAX,
     predictor: Predictor | None = None,
+    allow_long_context: bool = False,
 ) -> SpecDecReport:
     """Speed-up for ``k = 1..k_max`` and the best ``k`` (module doc); ``predictor`` prices the
     target's, the draft's and the verify steps (:func:`graphs.serving.pricing.priced.priced_step`).
@@ -217,6 +219,10 @@ def speculative_decoding(
         :data:`~graphs.serving.step.defaults.DEFAULT_SPEC_K_MAX`, ``serve specdec``'s).
     predictor : Predictor, optional
         Prices the steps (default: the bound).
+    allow_long_context : bool, default False
+        Cost a ``ctx`` beyond either model's context limit (``serve specdec
+        --allow-long-context``); False: refused with :class:`~models.context.ContextLimitError`,
+        as the command refuses it.
 
     Returns
     -------
@@ -226,12 +232,12 @@ def speculative_decoding(
     Raises
     ------
     CostModelError
-        When ``alpha`` or ``k_max`` is out of range, or the draft's vocabulary is not the target's.
+        When ``alpha`` is not a number in ``[0, 1]`` or ``k_max`` a whole number in range, the
+        draft's vocabulary is not the target's, or ``ctx`` exceeds a model's context limit without
+        ``allow_long_context``.
     """
-    if not 0 <= alpha <= 1:
-        raise CostModelError(f"alpha must be in [0, 1], got {alpha!r}")
-    if not 1 <= k_max <= K_MAX_LIMIT:
-        raise CostModelError(f"k_max must be in [1, {K_MAX_LIMIT}], got {k_max}")
+    alpha = real_arg("alpha", alpha, 0, 1)
+    k_max = whole_arg("k_max", k_max, 1, K_MAX_LIMIT)
     tw, dw = as_workload(target), as_workload(draft)
     if dw.config.vocab_size != tw.config.vocab_size:  # as simulate --spec-draft refuses it
         raise CostModelError(
@@ -241,6 +247,9 @@ def speculative_decoding(
     thw = get_device(target_device)
     dhw = get_device(draft_device) if draft_device is not None else thw
     batch, ctx = positive_int(batch, "batch"), positive_int(ctx, "ctx")
+    if not allow_long_context:  # each model's own limit, as the command checks both
+        for w in (tw, dw):
+            w.config.check_context(ctx, "ctx")
     t_target = priced_step(tw, thw, Phase.DECODE, predictor=predictor).step(batch, ctx)
     t_draft = priced_step(dw, dhw, Phase.DECODE, predictor=predictor).step(batch, ctx)
     # the target verifies k drafted tokens + 1 in one chunk over the ctx cached ones, logits for all

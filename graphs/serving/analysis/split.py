@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 from costmodel.cost import as_float
 from costmodel.dtypes import get_dtype
-from costmodel.errors import CostModelError
 from costmodel.graph import COST, GROUP, KIND, REPEAT, op_nodes
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import NodeKind, Phase
@@ -31,8 +30,9 @@ from costmodel.roofline import bound
 from models.config import ModelConfig
 from models.params import param_bytes
 
-from ..step.compiled import device_dims
+from ..step.compiled import device_dims, positive_int
 from ..step.ledger_fit import decode_memory
+from ..step.option_checks import real_arg
 from ..step.workload import Workload, as_workload
 
 __all__ = ["attention_ffn_split", "sram_residency", "FFN_PREFIXES", "SplitReport", "SramReport"]
@@ -105,6 +105,7 @@ def attention_ffn_split(
     ctx: int,
     link_bandwidth: float,
     hop_latency: float,
+    allow_long_context: bool = False,
 ) -> SplitReport:
     """Decode step with attention on one device type and the FFN on another (module doc).
 
@@ -124,6 +125,9 @@ def attention_ffn_split(
         The link between them (bytes/s, > 0).
     hop_latency : float
         Latency per crossing (s, >= 0).
+    allow_long_context : bool, default False
+        Cost a ``ctx`` beyond the model's context limit (``serve split --allow-long-context``);
+        False: refused with :class:`~models.context.ContextLimitError`, as the command refuses it.
 
     Returns
     -------
@@ -133,12 +137,17 @@ def attention_ffn_split(
     Raises
     ------
     CostModelError
-        When the link's numbers are out of range.
+        When the link's numbers are not finite numbers in range (``link_bandwidth > 0``,
+        ``hop_latency >= 0``), a count is not a positive integer, or ``ctx`` exceeds the model's
+        context limit without ``allow_long_context``.
     """
-    if link_bandwidth <= 0 or hop_latency < 0:
-        raise CostModelError("link_bandwidth must be > 0 and hop_latency >= 0")
+    link_bandwidth = real_arg("link_bandwidth", link_bandwidth, 0, inclusive=False, unit="B/s")
+    hop_latency = real_arg("hop_latency", hop_latency, 0, unit="s")
+    batch, ctx = positive_int(batch, "batch"), positive_int(ctx, "ctx")
     w = as_workload(config)
     cfg = w.config
+    if not allow_long_context:  # as decode_report refuses it
+        cfg.check_context(ctx, "ctx")
     a, b = get_device(attention_device), get_device(ffn_device)
     g = w.graph(Phase.DECODE, batch=batch, ctx=ctx, **device_dims(cfg, a))  # the attention device's kernels
     t_attn = t_ffn = 0.0
@@ -238,10 +247,9 @@ def sram_residency(
     Raises
     ------
     CostModelError
-        When ``hop_latency`` is negative.
+        When ``hop_latency`` is not a finite number >= 0.
     """
-    if hop_latency < 0:
-        raise CostModelError(f"hop_latency must be >= 0, got {hop_latency}")
+    hop_latency = real_arg("hop_latency", hop_latency, 0, unit="s")
     cfg = as_workload(config).config
     hw = get_device(device)
     weights = as_float(param_bytes(cfg))

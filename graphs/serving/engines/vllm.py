@@ -151,6 +151,8 @@ Sources of every default (:data:`PROFILE`):
 
 from __future__ import annotations
 
+import numbers
+
 from costmodel.errors import CostModelError
 from costmodel.keys import Role
 
@@ -332,7 +334,15 @@ def vllm_capture_sizes(max_num_seqs: int = 256, max_num_batched_tokens: int = 81
     (1, 2, 4, 8, 16)
     >>> vllm_capture_sizes()[-3:]
     (480, 496, 512)
+
+    Raises
+    ------
+    CostModelError
+        When a limit is not a whole number >= 1 (``"256"`` was a bare TypeError, 0 no sizes).
     """
+    for name, v in (("max_num_seqs", max_num_seqs), ("max_num_batched_tokens", max_num_batched_tokens)):
+        if isinstance(v, bool) or not isinstance(v, numbers.Integral) or v < 1:
+            raise CostModelError(f"{name} must be a whole number >= 1, got {type(v).__name__} {v!r:.40}")
     m = min(2 * max_num_seqs, 512, max_num_batched_tokens)
     sizes = [i for i in (1, 2, 4) if i <= m] + list(range(8, min(m + 1, 256), 8))
     if m >= 256:

@@ -71,6 +71,8 @@ from costmodel.hardware import Hardware, get_device
 from costmodel.results import Result
 from costmodel.text import fmt_num
 
+from ..step.option_checks import real_arg, whole_arg
+
 if TYPE_CHECKING:
     from ..analysis.disagg import DisaggReport
 
@@ -451,9 +453,18 @@ def usd_per_m(
 
     >>> round(usd_per_m(19.664, 16818.0), 4)  # 4 x $4.916/h over 16,818 tok/s
     0.3248
+
+    Raises
+    ------
+    CostModelError
+        When a scalar ``usd_per_hour`` is not a finite number >= 0, or a scalar ``tokens_per_s``
+        not a finite number >= 0 (a negative price was a negative cost, NaN a NaN one).
     """
+    if not isinstance(usd_per_hour, np.ndarray):
+        usd_per_hour = real_arg("usd_per_hour", usd_per_hour, 0, unit="USD/h")
     if isinstance(tokens_per_s, np.ndarray):
         return np.asarray(usd_per_hour / (3600 * tokens_per_s) * 1e6)
+    tokens_per_s = real_arg("tokens_per_s", tokens_per_s, 0)
     if tokens_per_s <= 0:
         return None
     return float(usd_per_hour / (3600 * tokens_per_s) * 1e6)
@@ -733,7 +744,16 @@ def decode_cost(rates: Rates, *, devices: int, batch: float, tpot_s: float) -> T
     -------
     TokenCost or None
         USD per million output tokens (None: no price).
+
+    Raises
+    ------
+    CostModelError
+        When ``devices`` is not a positive whole number, or ``batch`` or ``tpot_s`` not a finite
+        number > 0 (``tpot_s=0`` was a ZeroDivisionError, ``devices=0`` a free deployment).
     """
+    devices = whole_arg("devices", devices, 1, 2**31 - 1)
+    batch = real_arg("batch", batch, 0, inclusive=False)
+    tpot_s = real_arg("tpot_s", tpot_s, 0, inclusive=False, unit="s")
     return token_cost(
         [(rates, devices)],
         input_tokens_per_s=0.0,
@@ -766,7 +786,16 @@ def prefill_cost(rates: Rates, *, devices: int, prompt: int, prefill_s: float) -
     -------
     TokenCost or None
         USD per million input tokens (None: no price).
+
+    Raises
+    ------
+    CostModelError
+        When ``devices`` or ``prompt`` is not a positive whole number, or ``prefill_s`` not a
+        finite number > 0.
     """
+    devices = whole_arg("devices", devices, 1, 2**31 - 1)
+    prompt = whole_arg("prompt", prompt, 1, 2**63 - 1)
+    prefill_s = real_arg("prefill_s", prefill_s, 0, inclusive=False, unit="s")
     return token_cost(
         [(rates, devices)],
         input_tokens_per_s=prompt / prefill_s,

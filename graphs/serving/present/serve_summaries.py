@@ -274,6 +274,7 @@ def run_disagg(
         rate=req.rate,
         overlap=req.overlap,
         predictor=predictor,
+        allow_long_context=req.allow_long_context,
     )
     refused = any(c is not None and not c.fits for c in (r.decode_capacity, r.prefill_capacity))
     if refused and not req.ignore_capacity:

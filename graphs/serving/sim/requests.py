@@ -40,6 +40,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import numbers
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from decimal import Context, Decimal, InvalidOperation, localcontext
@@ -249,9 +251,10 @@ def arrival_times(n: int, rate: float, process: str, rng: np.random.Generator) -
 
 
 def _whole(v: object, name: str, lo: int, hi: int, what: str = "") -> int:
-    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+    # a numpy integer is a whole number (np.int64(5) requests was refused as not one)
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool) or not lo <= int(v) <= hi:
         raise CostModelError(f"{name} must be a whole number{what} in [{lo}, {hi}], got {v!r}")
-    return v
+    return int(v)
 
 
 def synthetic(
@@ -314,10 +317,10 @@ def synthetic(
         When a count, length, rate or pause is out of range, or options that cannot combine are
         combined.
     """
-    _whole(n, "requests", 1, 10**7)
-    _whole(shared_prefix, "shared_prefix", 0, MAX_TOKENS, " of tokens")
-    _whole(prompt_pool, "prompt_pool", 0, 10**7, " of prompts")
-    _whole(turns, "turns", 1, MAX_TURNS)
+    n = _whole(n, "requests", 1, 10**7)
+    shared_prefix = _whole(shared_prefix, "shared_prefix", 0, MAX_TOKENS, " of tokens")
+    prompt_pool = _whole(prompt_pool, "prompt_pool", 0, 10**7, " of prompts")
+    turns = _whole(turns, "turns", 1, MAX_TURNS)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or not 0 <= seed <= 2**32 - 1:
         # as SimulationRequest and SizeRequest take it (numpy refused it in its own words)
         raise CostModelError(f"seed must be a whole number in [0, {2**32 - 1}], got {seed!r}")
@@ -540,6 +543,8 @@ def read_trace(path: str | Path) -> Trace:
     CostModelError
         When the file cannot be read, is too large, is empty, or a row's field is invalid.
     """
+    if not isinstance(path, str | os.PathLike):  # None was a bare TypeError from Path()
+        raise CostModelError(f"trace path must be a str or Path, got {type(path).__name__} {path!r:.40}")
     path = Path(path)
     where = f"trace {str(path)[:200]}"
     jsonl = path.suffix.lower() in (".jsonl", ".json", ".ndjson")

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from costmodel.errors import CostModelError
 from costmodel.results import Result
 
 from ..engines import EngineConfig
@@ -92,7 +93,17 @@ def speedup_by_batch(
     -------
     tuple of BatchRow
         Per batch: mean TPOT with and without speculation (s) and their ratio.
+
+    Raises
+    ------
+    CostModelError
+        When ``spec`` is not a :class:`SpecConfig`.
     """
+    if not isinstance(spec, SpecConfig):  # None reached an AssertionError after a whole simulation
+        raise CostModelError(
+            f"spec must be a SpecConfig (the draft, its device, k and acceptance), got "
+            f"{type(spec).__name__} {spec!r:.40}"
+        )
     topo = Topology(tp=tp)
     rows = []
     for b in batches:

@@ -11,6 +11,7 @@ lightest module of the lowest wing, importable from every request.
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from costmodel.errors import CostModelError
@@ -24,6 +25,8 @@ __all__ = [
     "check_device_repeats",
     "check_dtype_repeats",
     "check_choice",
+    "real_arg",
+    "whole_arg",
 ]
 
 
@@ -234,3 +237,91 @@ def check_choice(name: str, value: Any, allowed: tuple[str, ...]) -> None:
     """
     if value not in allowed:
         raise CostModelError(f"{label(name)} must be one of {', '.join(allowed)}, got {value!r}")
+
+
+def real_arg(
+    name: str, value: Any, lo: float, hi: float = math.inf, *, inclusive: bool = True, unit: str = ""
+) -> float:
+    """A library function's real-valued argument ``name`` as a float, or one line naming it, its
+    value and the range allowed (a string, None, a bool, NaN or an infinity was a bare TypeError
+    or a NaN answer). Any real number is taken: an int, a float, a numpy scalar.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, as the Python caller spelled it.
+    value : Any
+        Its value.
+    lo, hi : float
+        The range allowed (``hi`` infinite: no upper bound, the value still finite).
+    inclusive : bool
+        ``lo`` itself allowed; False: the value must exceed it.
+    unit : str
+        The value's unit, for the message (``B/s``, ``s``).
+
+    Returns
+    -------
+    float
+        ``value`` as a float.
+
+    Raises
+    ------
+    CostModelError
+        When ``value`` is not a finite real number in range.
+
+    >>> real_arg("hop_latency", 2e-6, 0)
+    2e-06
+    >>> real_arg("link_bandwidth", "50e9", 0, inclusive=False, unit="B/s")
+    Traceback (most recent call last):
+    ...
+    costmodel.errors.CostModelError: link_bandwidth must be a finite number > 0 (B/s), got str '50e9'
+    """
+    lower = f"{'>=' if inclusive else '>'} {lo:g}"
+    where = lower if hi == math.inf else f"in {'[' if inclusive else '('}{lo:g}, {hi:g}]"
+    allowed = f"a finite number {where}" + (f" ({unit})" if unit else "")
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise CostModelError(f"{name} must be {allowed}, got {type(value).__name__} {value!r:.40}")
+    f = float(value)
+    if not math.isfinite(f) or f > hi or f < lo or (f == lo and not inclusive):
+        raise CostModelError(f"{name} must be {allowed}, got {f:g}")
+    return f
+
+
+def whole_arg(name: str, value: Any, lo: int, hi: int) -> int:
+    """A library function's whole-number argument ``name`` as an int (a numpy integer or a float
+    with no fraction taken), or one line naming it, its value and the range allowed.
+
+    Parameters
+    ----------
+    name : str
+        The parameter's name, as the Python caller spelled it.
+    value : Any
+        Its value.
+    lo, hi : int
+        The range allowed, inclusive.
+
+    Returns
+    -------
+    int
+        ``value`` as an int.
+
+    Raises
+    ------
+    CostModelError
+        When ``value`` is not a whole number in ``[lo, hi]``.
+
+    >>> whole_arg("k_max", 4.0, 1, 256)
+    4
+    """
+    allowed = f"a whole number in [{lo}, {hi}]"
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise CostModelError(f"{name} must be {allowed}, got {type(value).__name__} {value!r:.40}")
+    if isinstance(value, numbers.Integral):
+        n = int(value)
+    elif math.isfinite(float(value)) and float(value).is_integer():
+        n = int(float(value))
+    else:
+        raise CostModelError(f"{name} must be {allowed}, got {value!r}")
+    if not lo <= n <= hi:
+        raise CostModelError(f"{name} must be {allowed}, got {n}")
+    return n
