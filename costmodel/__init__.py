@@ -84,6 +84,8 @@ _LAZY: dict[str, str] = {
     "rule_names": "rules",
     "dim": "symbols",
     "Tensor": "tensor",
+    "OpRoofline": "report",
+    "op_roofline": "report",
 }
 
 __all__ = [
@@ -119,6 +121,8 @@ __all__ = [
     "headroom",
     "sensitivities",
     "achieved",
+    "OpRoofline",
+    "op_roofline",
     "Crossover",
     "balance_point",
     "op_intensity",
@@ -200,6 +204,7 @@ if TYPE_CHECKING:  # static analysers see the eager imports
     )
     from .ledger import MemoryLedger, Overhead, max_batch, max_context
     from .passes import Pass, Pipeline
+    from .report import OpRoofline, op_roofline
     from .roofline import Bound, achieved, bound, headroom, sensitivities
     from .rules import get_rule, op_cost, register_rule, rule_names
     from .symbols import dim

@@ -8,18 +8,34 @@ and users' scripts share these functions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .cost import Cost, as_float
 from .dtypes import gemm_out_dtype
+from .errors import CostModelError, UnknownDTypeError
+from .hardware.catalog import get_device
 from .hardware.spec import Hardware
-from .roofline import bound, headroom
+from .keys import Unit
+from .results import Result
+from .roofline import Bound, bound, headroom, sensitivities
 from .rules import op_cost
 from .text import fmt_si, fmt_time
 from .text import format_table as _format_table
 
-__all__ = ["roofline_rows", "format_table", "fmt_si", "standard_ops", "COLUMNS", "fmt_time"]
+__all__ = [
+    "roofline_rows",
+    "format_table",
+    "fmt_si",
+    "standard_ops",
+    "COLUMNS",
+    "fmt_time",
+    "OpRoofline",
+    "op_roofline",
+    "MATMULS",
+]
 
 #: Default columns of a roofline table: (key, header, format).
 COLUMNS: tuple[tuple[str, str, str], ...] = (
@@ -123,3 +139,142 @@ def standard_ops(dtype: str = "bf16") -> list[tuple[str, Cost]]:
             op_cost("attention", heads=1, q_len=n, kv_len=n, head_dim=d, variant="flash", dtype=dtype),
         ),
     ]
+
+
+#: the matmul rules whose output a narrow GEMM writes in bf16 (:func:`costmodel.dtypes.gemm_out_dtype`)
+MATMULS = ("gemm", "batched_gemm", "per_sample_matmul", "grouped_gemm")
+
+
+@dataclass(frozen=True)
+class OpRoofline(Result):
+    """One operator's cost and roofline on a device, as ``costmodel op`` prints it
+    (:func:`op_roofline`)."""
+
+    rule: str  #: the rule's name
+    params: dict[str, Any]  #: the parameters as priced (an ``out_dtype`` assumed included)
+    cost: Cost  #: FLOPs per unit and bytes per level
+    bound: Bound  #: the roofline bound on the device
+    notes: tuple[str, ...]  #: what was assumed (an ``out_dtype``) and what the device makes it assume
+
+    def to_dict(self) -> dict[str, Any]:
+        """``costmodel op --json``: the rule, its parameters as text, the cost and bound, the
+        sensitivities (numeric costs: seconds per unit of each resource and the elasticity), the notes."""
+        numeric = self.cost.is_numeric
+        out: dict[str, Any] = {
+            "rule": self.rule,
+            "params": {k: str(v) for k, v in self.params.items()},
+            "cost": self.cost.to_dict(numeric=numeric),
+            "bound": self.bound.to_dict(),
+        }
+        if numeric:
+            # dT/dR's unit is the resource's: seconds per FLOP/s of a unit's roof, per byte/s of a
+            # memory level's or a link's
+            units = {u.value for u in Unit}
+            out["sensitivities"] = {
+                k: {
+                    "dT_dresource_s_per_resource_unit": as_float(v["dT_dresource"]),
+                    "resource_unit": "FLOP/s" if k in units else "bytes/s",
+                    "elasticity": as_float(v["elasticity"]),
+                }
+                for k, v in sensitivities(self.cost, self.bound.hardware).items()
+            }
+        out["notes"] = list(self.notes)
+        return out
+
+
+def _gemm_output(rule: str, params: dict[str, Any]) -> str | None:
+    """Set a matmul's ``out_dtype`` (in place) as ``derive`` and the model graphs price it when the
+    operands are narrower than 16 bits and none is given (an FP8 GEMM writes bf16); the note that
+    says so, or None when nothing was set."""
+    dtype = params.get("dtype")
+    if rule not in MATMULS or params.get("out_dtype") is not None or not isinstance(dtype, str):
+        return None
+    try:
+        out = gemm_out_dtype(dtype)
+    except UnknownDTypeError:  # the rule's own one-line error names it
+        return None
+    if out is None:
+        return None
+    params["out_dtype"] = out
+    return (
+        f"out_dtype={out} assumed: a {dtype} GEMM accumulates in fp32 and writes a 16-bit output, as derive "
+        f"and the model graphs price it (give out_dtype={dtype} for a {dtype} output)"
+    )
+
+
+def _check_finite(rule: str, params: dict[str, Any], cost: Cost, b: Bound) -> None:
+    """Refuse a numeric result beyond a float's range (``gemm M=N=K=10**300`` printed
+    ``t[tensor] = inf us``, and ``null`` FLOPs in JSON)."""
+    import sympy
+
+    checked: list[tuple[str, Any]] = [
+        *((f"FLOPs on {u}/{p}", e) for (u, p), e in cost.flop_terms.items()),
+        *((f"bytes read at {lvl}", e) for lvl, e in cost.read_terms.items()),
+        *((f"bytes written at {lvl}", e) for lvl, e in cost.write_terms.items()),
+        *((f"time t[{label}]", sympy.sympify(t)) for label, t in b.terms.items()),
+    ]
+
+    def short(v: Any) -> str:  # a 301-digit size as 1.00E+300
+        text = str(v)
+        if len(text) <= 20:
+            return text
+        number = isinstance(v, int | sympy.Expr) and not isinstance(v, bool) and sympy.sympify(v).is_number
+        return str(sympy.Float(v, 3)) if number else text[:20] + "..."
+
+    given = " ".join(f"{k}={short(v)}" for k, v in params.items())
+    for what, e in checked:
+        if not math.isfinite(float(e)):
+            raise CostModelError(
+                f"op {rule} {given}: {what} = {sympy.Float(e, 3)} is beyond a float's range (1.8e308); "
+                "give smaller sizes"
+            )
+
+
+def op_roofline(rule: str, device: Hardware | str = "h100-sxm", **params: Any) -> OpRoofline:
+    """One operator's cost and roofline on ``device``: what ``costmodel op RULE key=value ...
+    --device DEVICE`` prints, number for number.
+
+    Beyond :func:`~costmodel.rules.op_cost` and :func:`~costmodel.roofline.bound`, it prices a
+    matmul (``gemm``, ``batched_gemm``, ``per_sample_matmul``, ``grouped_gemm``) whose operands are
+    narrower than 16 bits and whose ``out_dtype`` is not given with a bf16 output, as GEMM kernels
+    write it and ``derive`` and the model graphs price it (``op_cost`` itself writes the operands'
+    format), and says so among the notes; a numeric result beyond a float's range is refused.
+
+    Parameters
+    ----------
+    rule : str
+        The rule's name (:func:`~costmodel.rules.rule_names`).
+    device : Hardware or str, default "h100-sxm"
+        The device, or a catalog name or alias (the command's ``--device`` default).
+    **params
+        The rule's parameters (``M=1, N=4096, K=4096, dtype="fp8_e4m3"``): numbers, sympy
+        expressions, dtype names.
+
+    Returns
+    -------
+    OpRoofline
+        The parameters as priced, the cost, the bound and the notes; ``to_dict()`` is the
+        command's ``--json``.
+
+    Raises
+    ------
+    CostModelError
+        When the rule is unknown (:class:`~costmodel.errors.UnknownRuleError`), a parameter is
+        missing, unknown or invalid, the device is unknown, or a numeric result is beyond a
+        float's range.
+
+    >>> r = op_roofline("gemm", "h100", M=16, N=4096, K=4096, dtype="fp8_e4m3")
+    >>> r.params["out_dtype"], int(r.cost.write_terms["dram"])  # 16 x 4096 bf16 outputs
+    ('bf16', 131072)
+    """
+    params = dict(params)
+    note = _gemm_output(rule, params)
+    cost = op_cost(rule, **params)
+    hw = get_device(device)
+    b = bound(cost, hw)
+    if cost.is_numeric:
+        _check_finite(rule, params, cost, b)
+    from .hardware.fallback import roof_notes
+
+    notes = ([note] if note else []) + list(roof_notes(hw, used=cost.flop_terms))
+    return OpRoofline(rule, params, cost, b, tuple(notes))

@@ -370,3 +370,56 @@ def test_allow_long_context_costs_it_in_python_and_on_the_command_line(capsys):
     )
     out = json.loads(capsys.readouterr().out)
     assert out["tpot_s"] == pytest.approx(d.tpot_s)
+
+
+# ---------------------------------------------------------------- `costmodel op` is a library call
+
+
+@pytest.mark.parametrize(
+    "argv, params",
+    [
+        (
+            ["gemm", "M=16", "N=4096", "K=4096", "dtype=fp8_e4m3"],
+            dict(M=16, N=4096, K=4096, dtype="fp8_e4m3"),
+        ),
+        (["gemm", "M=512", "N=4096", "K=4096", "--device", "b200"], dict(M=512, N=4096, K=4096)),
+        (["softmax", "rows=4096", "cols=4096", "--device", "mi300x"], dict(rows=4096, cols=4096)),
+    ],
+)
+def test_op_roofline_is_the_commands_answer(argv, params, capsys):
+    import json
+
+    from graphs.cli.main import main
+
+    device = argv[argv.index("--device") + 1] if "--device" in argv else "h100-sxm"
+    assert main(["op", *argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(
+        json.dumps(cm.op_roofline(argv[0], device, **params).to_dict())
+    )
+
+
+def test_op_roofline_prices_an_fp8_gemm_as_the_command_and_derive_do():
+    # op_cost writes the operands' format; a kernel (and `costmodel op`, derive, the model graphs)
+    # writes bf16: 16 x 4096 outputs x 2 B, against 16 x 4096 + 4096 x 4096 one-byte reads
+    r = cm.op_roofline("gemm", M=16, N=4096, K=4096, dtype="fp8_e4m3")
+    assert r.params["out_dtype"] == "bf16" and r.notes[0].startswith("out_dtype=bf16 assumed")
+    assert (
+        r.cost.write_terms["dram"] == 16 * 4096 * 2 and r.cost.read_terms["dram"] == 16 * 4096 + 4096 * 4096
+    )
+    assert cm.op_cost("gemm", M=16, N=4096, K=4096, dtype="fp8_e4m3").write_terms["dram"] == 16 * 4096
+    given = cm.op_roofline("gemm", M=16, N=4096, K=4096, dtype="fp8_e4m3", out_dtype="fp8_e4m3")
+    assert given.cost.write_terms["dram"] == 16 * 4096 and not any("assumed" in n for n in given.notes)
+
+
+def test_choice_errors_list_names_not_reprs():
+    from graphs.serving import closed_forms
+
+    with pytest.raises(CostModelError) as e:  # listed (<Phase.PREFILL: 'prefill'>, <Phase.DECODE: 'decode'>)
+        closed_forms("llama-3.2-1b", "train")
+    assert _one_line(e) == "phase 'train' not allowed; allowed: prefill, decode"
+    with pytest.raises(CostModelError) as e:
+        cm.Overhead("most")
+    assert (
+        "overhead policy 'most' not allowed; allowed: fraction_of_sum, fraction_of_total, fraction_of_free"
+        in _one_line(e)
+    )

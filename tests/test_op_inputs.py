@@ -2,6 +2,7 @@
 failing with an internal error is refused in one line naming the parameter, or answered."""
 
 import json
+import re
 
 import pytest
 
@@ -62,11 +63,18 @@ def test_a_huge_symbolic_gemm_is_refused_at_once(capsys):
 
 
 def test_a_result_beyond_a_float_is_refused(capsys):
-    """``gemm M=N=K=10**300`` printed ``t[tensor] = inf us`` (and null FLOPs with --json)."""
+    """``gemm M=N=K=10**300`` printed ``t[tensor] = inf us`` (and null FLOPs with --json); the
+    check is the library's (:func:`costmodel.report.op_roofline`), so Python is refused alike."""
+    from costmodel.errors import CostModelError
+    from costmodel.report import op_roofline
+
+    words = "op gemm M=1.00e+300 N=1.00e+300 K=1.00e+300: FLOPs on tensor/bf16 = 2.00E+900 is beyond"
     argv = ["op", "gemm", "M=10**300", "N=10**300", "K=10**300"]
     for extra in ([], ["--json"]):
         line = one_line_error(capsys, *argv, *extra)
-        assert "op gemm M=10**300 N=10**300 K=10**300: FLOPs on tensor/bf16 = 2.00E+900 is beyond" in line
+        assert words in line
+    with pytest.raises(CostModelError, match=re.escape(words)):
+        op_roofline("gemm", M=10**300, N=10**300, K=10**300)
 
 
 @pytest.mark.parametrize(

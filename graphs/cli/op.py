@@ -10,8 +10,6 @@ from typing import TYPE_CHECKING, Any
 from .common import add_json, dump
 
 if TYPE_CHECKING:
-    from costmodel.cost import Cost
-    from costmodel.roofline import Bound
     from costmodel.rules import Rule
 
 __all__ = ["add_op_parsers"]
@@ -166,114 +164,23 @@ def _parse_params(items: list[str], rule: Rule) -> dict[str, Any]:
     return dict(_parse_param(item, rule) for item in items)
 
 
-def _check_finite(rule: str, items: list[str], cost: Cost, b: Bound) -> None:
-    """Refuse a numeric result beyond a float's range (``gemm M=N=K=10**300`` printed
-    ``t[tensor] = inf us``, and ``null`` FLOPs in JSON).
-
-    Parameters
-    ----------
-    rule : str
-        The rule's name.
-    items : list of str
-        The parameters as given (the error repeats them).
-    cost : Cost
-        The op's cost, numeric.
-    b : Bound
-        Its bound on the device.
-    """
-    import math
-
-    import sympy
-
-    from costmodel.errors import CostModelError
-
-    checked: list[tuple[str, sympy.Expr]] = [
-        *((f"FLOPs on {u}/{p}", e) for (u, p), e in cost.flop_terms.items()),
-        *((f"bytes read at {lvl}", e) for lvl, e in cost.read_terms.items()),
-        *((f"bytes written at {lvl}", e) for lvl, e in cost.write_terms.items()),
-        *((f"time t[{label}]", sympy.sympify(t)) for label, t in b.terms.items()),
-    ]
-    for what, e in checked:
-        if not math.isfinite(float(e)):
-            raise CostModelError(
-                f"op {rule} {' '.join(items)}: {what} = {sympy.Float(e, 3)} is beyond a float's range "
-                "(1.8e308); give smaller sizes"
-            )
-
-
-#: the matmul rules whose output a narrow GEMM writes in bf16 (:func:`costmodel.dtypes.gemm_out_dtype`)
-_MATMULS = ("gemm", "batched_gemm", "per_sample_matmul", "grouped_gemm")
-
-
-def _gemm_output(rule: str, params: dict[str, Any]) -> str | None:
-    """Set a matmul's ``out_dtype`` as ``derive`` and the model graphs price it when the operands
-    are narrower than 16 bits and none is given (an FP8 GEMM writes bf16), and say so; None when
-    nothing was set."""
-    from costmodel.dtypes import gemm_out_dtype
-    from costmodel.errors import UnknownDTypeError
-
-    dtype = params.get("dtype")
-    if rule not in _MATMULS or params.get("out_dtype") is not None or not isinstance(dtype, str):
-        return None
-    try:
-        out = gemm_out_dtype(dtype)
-    except UnknownDTypeError:  # the rule's own one-line error names it
-        return None
-    if out is None:
-        return None
-    params["out_dtype"] = out
-    return (
-        f"out_dtype={out} assumed: a {dtype} GEMM accumulates in fp32 and writes a 16-bit output, as derive "
-        f"and the model graphs price it (give out_dtype={dtype} for a {dtype} output)"
-    )
-
-
 def cmd_op(args: argparse.Namespace) -> int:
+    """``costmodel op``: the ``key=value`` words read as the rule types them, then
+    :func:`costmodel.report.op_roofline` (the out_dtype a narrow GEMM writes, the device's notes,
+    the float-range check), printed."""
     import sympy
 
     from costmodel.cost import as_float
-    from costmodel.hardware import get_device
-    from costmodel.hardware.fallback import roof_notes
-    from costmodel.keys import Unit
-    from costmodel.roofline import bound, sensitivities
-    from costmodel.rules import get_rule, op_cost
+    from costmodel.report import op_roofline
+    from costmodel.rules import get_rule
     from costmodel.text import fmt_num
 
-    rule = get_rule(args.rule)
-    params = _parse_params(args.params, rule)
-    note = _gemm_output(args.rule, params)
-    cost = op_cost(args.rule, **params)
-    hw = get_device(args.device)
-    b = bound(cost, hw)
+    r = op_roofline(args.rule, args.device, **_parse_params(args.params, get_rule(args.rule)))
+    cost, b, hw, params, notes = r.cost, r.bound, r.bound.hardware, r.params, r.notes
     numeric = cost.is_numeric
-    if numeric:
-        _check_finite(args.rule, args.params, cost, b)
-    notes = [note] if note else []
-    notes += roof_notes(hw, used=cost.flop_terms)
     moves_bytes = cost.bytes != 0  # the intensity is FLOPs per DRAM byte: undefined without one
     if args.json:
-        out: dict[str, Any] = {
-            "rule": args.rule,
-            "params": {k: str(v) for k, v in params.items()},
-            "cost": cost.to_dict(numeric=numeric),
-            "bound": b.to_dict(),
-        }
-        if numeric:
-            # dT/dR's unit is the resource's: seconds per FLOP/s of a unit's roof, per byte/s of a
-            # memory level's or a link's (the key said neither)
-            units = {u.value for u in Unit}
-            out["sensitivities"] = {
-                k: {
-                    "dT_dresource_s_per_resource_unit": as_float(v["dT_dresource"]),
-                    "resource_unit": "FLOP/s" if k in units else "bytes/s",
-                    "elasticity": as_float(v["elasticity"]),
-                }
-                for k, v in sensitivities(cost, hw).items()
-            }
-        # every note the text prints, in its order, as decode's and simulate's JSON carry theirs
-        # (were "note", a string, and "roof_notes", a list, each only when said)
-        out["notes"] = notes
-        print(dump(out))
+        print(dump(r.to_dict()))
         return 0
     print(f"{args.rule}({', '.join(f'{k}={v}' for k, v in params.items())}) on {hw.name}")
     for n in notes:
