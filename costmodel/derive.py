@@ -353,6 +353,10 @@ def crossover(
         is None and the cost has FLOPs at several (or no) precisions on ``unit``.
     UnknownDeviceError
         When ``hw`` is neither a :class:`Hardware`, a catalog name nor None.
+
+    >>> from costmodel.symbols import M
+    >>> crossover(op_cost("gemm", M=M, N=4096, K=4096), M, "h100").integer  # as gemm_crossover
+    346
     """
     cost = _checked_cost(cost)
     if not isinstance(variable, sympy.Symbol):

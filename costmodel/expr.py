@@ -73,6 +73,9 @@ def parse_expr(
         Outside the grammar; a number not finite, not real or beyond +-1e300; an exponent
         beyond +-1024; a degree in its names above :data:`MAX_DEGREE` or more than
         :data:`MAX_TERMS` terms once expanded (``(x + 1)**1000``).
+
+    >>> parse_expr("2*B*S + 1.5e3")  # B and S are the batch and prompt dimensions
+    2*B*S + 1500
     """
     if not isinstance(text, str):
         raise ExpressionSyntaxError(f"{field} must be a string, got {type(text).__name__}")

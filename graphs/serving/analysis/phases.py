@@ -199,6 +199,16 @@ def prefill_report(
     CostModelError
         When a count is not a positive integer, or ``seq`` exceeds the model's context limit
         without ``allow_long_context`` (:class:`~costmodel.errors.ContextLimitError`).
+
+    Examples
+    --------
+    ``costmodel prefill llama-3.1-8b --device h100 --seq 8192`` from Python, then in chunks of
+    2048 (four steps, each attending over the chunks before it):
+
+    >>> round(prefill_report("llama-3.1-8b", "h100", seq=8192).step_s * 1e3, 1)
+    149.3
+    >>> prefill_report("llama-3.1-8b", "h100", seq=8192, chunk=2048).chunks
+    4
     """
     batch, seq, tp = positive_int(batch, "batch"), positive_int(seq, "seq"), positive_int(tp, "tp")
     if chunk is not None:  # a whole number of any type, as batch and seq (np.int64(512), 512.0)
@@ -283,6 +293,18 @@ def decode_report(
     CostModelError
         When a count is not a positive integer, or ``ctx`` exceeds the model's context limit
         without ``allow_long_context`` (:class:`~costmodel.errors.ContextLimitError`).
+
+    Examples
+    --------
+    ``costmodel decode llama-3.1-8b --device h100 --batch 16 --ctx 4096`` from Python: the
+    weights read once (4.48 ms over 3.35 TB/s) plus 16 x 4096 cached tokens of 131,072 B of KV
+    each (2.56 ms), memory-bound:
+
+    >>> r = decode_report("llama-3.1-8b", "h100", batch=16, ctx=4096)
+    >>> round(r.step_s * 1e3, 2), round(r.weight_read_s * 1e3, 2), round(r.kv_read_s * 1e3, 2)
+    (7.1, 4.48, 2.56)
+    >>> r.bound_by.kind
+    'memory'
     """
     batch, ctx, tp = positive_int(batch, "batch"), positive_int(ctx, "ctx"), positive_int(tp, "tp")
     w = as_workload(config)

@@ -544,6 +544,16 @@ def capacity(
     ------
     CostModelError
         When ``phase`` is unknown or a count is not a positive integer.
+
+    Examples
+    --------
+    ``costmodel ledger llama-3.1-8b --device h100 --batch 16 --ctx 4096``: the H100's 85.52 GB
+    (81,559 MiB as the driver reports it) less 16.06 GB of weights holds 129 sequences of 4096
+    tokens at 131,072 B of KV each ((85.52 - 16.06) GB / 536.9 MB = 129.4):
+
+    >>> c = capacity("llama-3.1-8b", "h100", batch=16, ctx=4096)
+    >>> c.fits, c.max_batch.value
+    (True, 129)
     """
     w = as_workload(config)
     hw = get_device(device)
