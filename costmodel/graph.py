@@ -54,6 +54,7 @@ from .tensor import Tensor
 
 __all__ = [
     "step_time",
+    "checked_graph",
     "OP",
     "COST",
     "PARAMS",
@@ -196,6 +197,35 @@ def validate_graph(g: nx.DiGraph) -> None:
             )
 
 
+def checked_graph(g: object, name: str = "g") -> nx.DiGraph:
+    """``g`` checked as a cost graph (a ``networkx.DiGraph``), or one line naming it: a model name
+    passed where a graph is taken was an AttributeError ('str' object has no attribute 'nodes').
+
+    Parameters
+    ----------
+    g : object
+        What the caller passed.
+    name : str, default "g"
+        The parameter's name, for the error.
+
+    Returns
+    -------
+    networkx.DiGraph
+        ``g`` itself.
+
+    Raises
+    ------
+    CostModelError
+        When ``g`` is not a ``networkx.DiGraph``.
+    """
+    if not isinstance(g, nx.DiGraph):
+        raise CostModelError(
+            f"{name} must be a cost graph (a networkx.DiGraph from graphs.build_model or an importer), "
+            f"got {type(g).__name__} {g!r:.40}"
+        )
+    return g
+
+
 def step_time(g: nx.DiGraph, hw: Hardware | str) -> sympy.Expr:
     """A step's time: ``sum over op nodes of repeat x Bound.time`` (each kernel's roofline,
     overlap and launch included; a node with no terms costs its launch), in seconds.
@@ -215,7 +245,7 @@ def step_time(g: nx.DiGraph, hw: Hardware | str) -> sympy.Expr:
         Seconds; symbolic where the graph's dimensions are.
     """
     total = sympy.Integer(0)
-    for n in op_nodes(g):
+    for n in op_nodes(checked_graph(g)):
         b = bound(g.nodes[n][COST], hw)
         total += g.nodes[n].get(REPEAT, 1) * (b.time if b.terms else b.launch)
     return total

@@ -78,7 +78,9 @@ class Overhead:
 
     def __post_init__(self) -> None:
         if self.policy not in _POLICIES:
-            raise CostModelError(f"overhead policy {self.policy!r} not allowed; allowed: {', '.join(_POLICIES)}")
+            raise CostModelError(
+                f"overhead policy {self.policy!r} not allowed; allowed: {', '.join(_POLICIES)}"
+            )
         f = to_expr(self.fraction, field="overhead fraction")
         if f.is_number:
             if self.policy == "fraction_of_sum" and not (0 <= f < 1):
@@ -300,6 +302,8 @@ def max_batch(
     ...
     costmodel.errors.InvalidDimensionError: upper must be a whole number >= 1, got 0
     """
+    if not isinstance(ledger, MemoryLedger):  # None was an AttributeError
+        raise CostModelError(f"ledger must be a MemoryLedger, got {type(ledger).__name__} {ledger!r:.40}")
     cn, an = _dim_value(ctx, "ctx"), _dim_value(active_per_sequence, "active_per_sequence")
     cap = _number(capacity, "capacity")
     return solve_capacity(cap, lambda b: ledger.numeric_terms(b, cn, an * b, cap), upper)
@@ -340,6 +344,8 @@ def max_context(
     >>> max_context(led, 80e9, batch=4).value  # (80e9 - 10e9) / (4 * 1e6)
     17500
     """
+    if not isinstance(ledger, MemoryLedger):  # None was an AttributeError
+        raise CostModelError(f"ledger must be a MemoryLedger, got {type(ledger).__name__} {ledger!r:.40}")
     bn, an = _dim_value(batch, "batch"), _dim_value(active_per_sequence, "active_per_sequence")
     cap = _number(capacity, "capacity")
     return solve_capacity(cap, lambda c: ledger.numeric_terms(bn, c, an * bn, cap), upper)

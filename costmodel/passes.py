@@ -39,6 +39,7 @@ import networkx as nx
 import sympy
 
 from .cost import Bindings, Cost, as_float, bind
+from .errors import CostModelError
 from .expr import to_expr
 from .graph import BYTES, COST, INPUTS, KIND, OP_KIND, OUTPUTS, REPEAT, TENSOR, classify_graph, graph_total
 from .hardware import Hardware, get_device
@@ -69,10 +70,18 @@ class Pass:
     fn: Callable[[nx.DiGraph], nx.DiGraph]
     inplace: bool = False
 
+    def __post_init__(self) -> None:  # Pass("x", None) was taken, and failed when run
+        if not isinstance(self.name, str) or not self.name:
+            raise CostModelError(f"a pass's name must be a non-empty str, got {self.name!r:.40}")
+        if not callable(self.fn):
+            raise CostModelError(
+                f"pass {self.name!r}: fn must be a callable graph -> graph, got {type(self.fn).__name__}"
+            )
+
     def __call__(self, g: nx.DiGraph) -> nx.DiGraph:
         out = self.fn(g)
         if not isinstance(out, nx.DiGraph):
-            raise TypeError(f"pass {self.name!r} must return a graph, got {type(out).__name__}")
+            raise CostModelError(f"pass {self.name!r} must return a graph, got {type(out).__name__}")
         return out
 
 
@@ -81,6 +90,12 @@ class Pipeline:
 
     def __init__(self, passes: Sequence[Pass], *, copy_input: bool = True) -> None:
         self.passes = list(passes)
+        for i, p in enumerate(self.passes):  # Pipeline([1]) was taken, and failed when run
+            if not isinstance(p, Pass):
+                raise CostModelError(
+                    f"passes[{i}] must be a Pass (Pass(name, fn) or a built-in such as bind_dims(...)), "
+                    f"got {type(p).__name__} {p!r:.40}"
+                )
         self.copy_input = copy_input
 
     @property

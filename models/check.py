@@ -98,6 +98,8 @@ def inspect_config(
     -------
     ConfigReport
     """
+    if not isinstance(cfg, Mapping):  # None was a bare TypeError
+        raise ModelConfigError(f"{name}: config must be a JSON object, got {type(cfg).__name__} {cfg!r:.40}")
     if is_layer_file(cfg):
         return _layer_file_report(cfg, name)
     mt = cfg.get("model_type")

@@ -67,7 +67,7 @@ from costmodel.dtypes import get_dtype
 from costmodel.errors import CostModelError
 from costmodel.symbols import check_dim, dim
 
-from .fields import ModelConfigError
+from .fields import ModelConfigError, UnknownFieldError
 from .layers import LayerSpec, check_layers, layer_groups
 from .mixers.dsa import DSASpec
 from .mixers.linear_attention import LinearAttentionSpec
@@ -247,7 +247,15 @@ class ModelConfig:
             elif k in flat_names:
                 flat.setdefault(flat_names[k], {})[k] = v
             else:
-                raise TypeError(f"ModelConfig got an unexpected keyword argument {k!r}")
+                import difflib
+
+                names = sorted({*_own(), *classes, *flat_names} - {"specs"})
+                near = difflib.get_close_matches(str(k), names, n=1)
+                hint = f" (did you mean {near[0]}?)" if near else ""
+                raise UnknownFieldError(
+                    f"ModelConfig got an unexpected keyword argument {k!r}{hint}; its fields: "
+                    + ", ".join(names)
+                )
         for f in dataclasses.fields(self):
             if f.name != "specs":
                 set_(f.name, given.get(f.name, f.default))

@@ -27,6 +27,7 @@ since a bound past the trained length says nothing about quality.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -90,6 +91,8 @@ def context_limit(cfg: Mapping[str, Any], name: str = "config.json") -> ContextL
     ...     {"rope_type": "llama3", "factor": 8.0, "original_max_position_embeddings": 8192}}).tokens
     131072
     """
+    if not isinstance(cfg, Mapping):  # a list was an AttributeError ('list' object has no attribute 'get')
+        raise ModelConfigError(f"{name}: config must be a JSON object, got {type(cfg).__name__} {cfg!r:.40}")
     text = cfg.get("text_config")
     if isinstance(text, Mapping) and "max_position_embeddings" not in cfg:
         cfg = {**text, "model_type": cfg.get("model_type")}  # multimodal: Gemma 3, Llama 4
@@ -147,6 +150,10 @@ def check_context(
     ContextLimitError
         When ``tokens > limit`` and not ``allow``.
     """
+    if isinstance(tokens, bool) or not isinstance(tokens, numbers.Integral):  # '20' was a bare TypeError
+        raise CostModelError(
+            f"{field} must be a whole number of tokens, got {type(tokens).__name__} {tokens!r:.40}"
+        )
     if limit is None or tokens <= limit:
         return
     src = f" ({why})" if why else ""

@@ -58,6 +58,11 @@ class ModelConfigError(CostModelError):
     """A model configuration has a missing, invalid or inconsistent field."""
 
 
+class UnknownFieldError(ModelConfigError, TypeError):
+    """A keyword :class:`~models.config.ModelConfig` has no field for (a misspelt one): the
+    project's error type, and a ``TypeError`` as Python's for an unexpected keyword argument."""
+
+
 def _given(cfg: Mapping[str, Any], key: str, name: str, default: Any) -> tuple[bool, Any]:
     """(True, value) when ``cfg`` states ``key`` (not null); else (False, default), or refused when
     the field is required (``default`` is ``...``)."""

@@ -50,19 +50,31 @@ __all__ = [
 ]
 
 
-def attention_params(cfg: ModelConfig) -> sympy.Expr:
+def _config(cfg: object) -> ModelConfig:
+    """``cfg`` itself, or what :func:`models.catalog.get_model` resolves it to (a catalog name, a
+    config.json path or a parsed one), one line naming the value otherwise (a name was an
+    AttributeError: 'str' object has no attribute 'vocab_size')."""
+    if isinstance(cfg, ModelConfig):
+        return cfg
+    from .catalog import get_model
+
+    return get_model(cfg)  # type: ignore[arg-type]  # get_model names a wrong type itself
+
+
+def attention_params(cfg: ModelConfig | str) -> sympy.Expr:
     """Attention weights of one layer of the config's uniform kind (MLA or GQA).
 
     Parameters
     ----------
-    cfg : ModelConfig
-        The model (its uniform mixer: MLA or GQA/MQA/MHA).
+    cfg : ModelConfig or str
+        The model (its uniform mixer: MLA or GQA/MQA/MHA), or a catalog name or config.json path.
 
     Returns
     -------
     sympy.Expr
         Parameters of one layer's attention mixer (:func:`models.layers.mixer_params`).
     """
+    cfg = _config(cfg)
     return mixer_params(cfg, "mla" if cfg.is_mla else "gqa")
 
 
@@ -100,7 +112,7 @@ class ParamCounts:
         return self.total * to_expr(bits_per_param, field="bits_per_param") / 8
 
 
-def param_bytes(cfg: ModelConfig) -> sympy.Expr:
+def param_bytes(cfg: ModelConfig | str) -> sympy.Expr:
     """Bytes of every weight at its storage dtype: the routed experts at ``expert_dtype``
     (block-scaled formats with their scales: MXFP4 4.25 bits), the embedding table and the
     lm_head at theirs (quantised checkpoints keep them at the float dtype: ``quantization_config``
@@ -117,14 +129,15 @@ def param_bytes(cfg: ModelConfig) -> sympy.Expr:
 
     Parameters
     ----------
-    cfg : ModelConfig
-        The model.
+    cfg : ModelConfig or str
+        The model, or a catalog name or config.json path.
 
     Returns
     -------
     sympy.Expr
         Bytes (exact; decimal GB when divided by 1e9).
     """
+    cfg = _config(cfg)
     pc = param_counts(cfg)
     routed = sympy.Integer(0)
     if cfg.moe is not None:  # the expert matrices alone (mlp_params less its biases)
@@ -145,13 +158,13 @@ def param_bytes(cfg: ModelConfig) -> sympy.Expr:
     )
 
 
-def param_counts(cfg: ModelConfig) -> ParamCounts:
+def param_counts(cfg: ModelConfig | str) -> ParamCounts:
     """Total, non-embedding and active parameter counts of ``cfg``.
 
     Parameters
     ----------
-    cfg : ModelConfig
-        The model (numeric or symbolic dimensions).
+    cfg : ModelConfig or str
+        The model (numeric or symbolic dimensions), or a catalog name or config.json path.
 
     Returns
     -------
@@ -161,7 +174,10 @@ def param_counts(cfg: ModelConfig) -> ParamCounts:
     >>> from models import get_model
     >>> round(float(param_counts(get_model("qwen2.5-7b")).non_embedding) / 1e9, 2)  # seeds: 6.53B
     6.53
+    >>> param_counts("qwen2.5-7b") == param_counts(get_model("qwen2.5-7b"))  # a name resolves
+    True
     """
+    cfg = _config(cfg)
     emb = cfg.vocab_size * cfg.hidden_size
     head = sympy.Integer(0) if cfg.tie_word_embeddings else emb
     if cfg.lm_head_bias:

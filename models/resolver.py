@@ -99,7 +99,17 @@ def load_hf_config(path: str | Path, name: str | None = None) -> ModelConfig:
     -------
     ModelConfig
         The mapped config.
+
+    Raises
+    ------
+    CostModelError
+        When ``path`` is not a path (None was a bare TypeError), or the file cannot be read or
+        mapped (:class:`~models.config.ModelConfigError`).
     """
+    if not isinstance(path, str | os.PathLike):
+        raise CostModelError(
+            f"path must be a config.json's path or its folder (str or Path), got {type(path).__name__} {path!r:.40}"
+        )
     return load_config_file(path, name)
 
 

@@ -423,3 +423,95 @@ def test_choice_errors_list_names_not_reprs():
         "overhead policy 'most' not allowed; allowed: fraction_of_sum, fraction_of_total, fraction_of_free"
         in _one_line(e)
     )
+
+
+# ---------------------------------------------------------------- models and graphs helpers
+
+
+def test_parameter_counts_take_a_model_name():
+    import models
+
+    # a name was an AttributeError ('str' object has no attribute 'vocab_size'); the catalog's
+    # Llama-3.2-1B has 1,235,814,400 parameters (its config.json, tied embeddings)
+    assert models.param_counts("llama-3.2-1b").total == 1_235_814_400
+    assert models.param_counts("llama-3.2-1b") == models.param_counts(models.get_model("llama-3.2-1b"))
+    assert models.param_bytes("llama-3.2-1b") == models.param_bytes(models.get_model("llama-3.2-1b"))
+    cfg = models.get_model("llama-3.2-1b")
+    assert models.attention_params("llama-3.2-1b") == models.attention_params(cfg)
+    with pytest.raises(CostModelError) as e:
+        models.param_counts(None)
+    assert "expected a catalog name, a config.json path or folder" in _one_line(e)
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (
+            lambda m: m.load_hf_config(None),
+            "path must be a config.json's path or its folder (str or Path), got NoneType",
+        ),
+        (lambda m: m.inspect_config(None), "model: config must be a JSON object, got NoneType None"),
+        (lambda m: m.context_limit([1]), "config.json: config must be a JSON object, got list [1]"),
+        (lambda m: m.check_context("x", 10, "20"), "ctx must be a whole number of tokens, got str '20'"),
+    ],
+)
+def test_model_helpers_refuse_what_is_no_config(call, words):
+    import models
+
+    with pytest.raises(CostModelError) as e:  # each was a bare TypeError or AttributeError
+        call(models)
+    assert words in _one_line(e)
+
+
+def test_a_misspelt_config_field_is_the_projects_error_and_names_the_field():
+    import models
+    from models.config import ModelConfigError
+
+    with pytest.raises(ModelConfigError) as e:  # still a TypeError too, as Python's is
+        models.get_model("llama-3.2-1b").replace(num_expert=4)
+    assert isinstance(e.value, TypeError)
+    assert "unexpected keyword argument 'num_expert' (did you mean num_experts?)" in _one_line(e)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "summarize",
+        "weight_params",
+        "weight_bytes_read",
+        "op_total",
+        "attention_flops",
+        "peak_activation_bytes",
+    ],
+)
+def test_graph_totals_refuse_a_model_name(name):
+    import graphs.serving as s
+
+    with pytest.raises(CostModelError) as e:  # was AttributeError: 'str' object has no attribute 'nodes'
+        getattr(s, name)("llama-3.2-1b")
+    assert "g must be a cost graph (a networkx.DiGraph from graphs.build_model" in _one_line(e)
+
+
+def test_graph_totals_answer_a_graph():
+    from graphs import build_model
+    from graphs.serving import step_time, weight_params
+
+    g = build_model(__import__("models").get_model("llama-3.2-1b"), "decode", batch=1, ctx=128)
+    assert weight_params(g) == 1_235_814_400  # the parameter count, a tied table once
+    with pytest.raises(CostModelError):
+        step_time("llama-3.2-1b", H100)
+
+
+def test_ledger_and_pass_objects_are_checked_when_made():
+    with pytest.raises(CostModelError) as e:  # was AttributeError: no attribute 'numeric_terms'
+        cm.max_batch(None, 80e9, ctx=1024)
+    assert "ledger must be a MemoryLedger, got NoneType None" in _one_line(e)
+    with pytest.raises(CostModelError) as e:  # was taken, and failed when run
+        cm.Pass("x", None)
+    assert "pass 'x': fn must be a callable graph -> graph, got NoneType" in _one_line(e)
+    with pytest.raises(CostModelError) as e:
+        cm.Pipeline([1])
+    assert "passes[0] must be a Pass" in _one_line(e)
+    # the docstring's hand computation: (80e9 - 16e9) // (131072 * 4096) = 119
+    led = cm.MemoryLedger(weights_bytes=np.float64(16e9), kv_bytes_per_token=np.int64(131072))
+    assert cm.max_batch(led, np.float64(80e9), ctx=np.int64(4096)).value == 119

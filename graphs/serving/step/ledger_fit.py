@@ -20,7 +20,7 @@ import sympy
 from costmodel.cost import as_float
 from costmodel.errors import CostModelError
 from costmodel.frontier import compile_expr
-from costmodel.graph import KIND, OUTPUTS, graph_total
+from costmodel.graph import KIND, OUTPUTS, checked_graph, graph_total
 from costmodel.hardware import Hardware, get_device
 from costmodel.keys import COST, REPEAT, ROLE, NodeKind, Phase, Role
 from costmodel.ledger import MemoryLedger, Overhead, check_overhead, max_batch, max_context
@@ -108,6 +108,7 @@ def peak_activation_bytes(g: nx.DiGraph) -> sympy.Expr:
     sympy.Expr
         The peak of live activation bytes over the run (bytes, a number).
     """
+    checked_graph(g)  # a model name was an AttributeError deep inside
     consumers: dict[str, int] = {}
     for u, _v in g.edges():
         if g.nodes[u].get(KIND) == "op":

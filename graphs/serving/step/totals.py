@@ -22,6 +22,7 @@ from costmodel.graph import (
     KIND,
     OUTPUTS,
     REPEAT,
+    checked_graph,
     edge_bytes_total,
     graph_total,
 )
@@ -65,6 +66,7 @@ def weight_params(g: nx.DiGraph) -> sympy.Expr:
     sympy.Expr
         Parameter count (elements).
     """
+    checked_graph(g)  # a model name was an AttributeError deep inside
     total = sympy.Integer(0)
     for _, d in g.nodes(data=True):
         if d.get(KIND) == "weight":
@@ -88,6 +90,7 @@ def weight_bytes_read(g: nx.DiGraph) -> sympy.Expr:
     sympy.Expr
         Bytes read from weights per step.
     """
+    checked_graph(g)  # a model name was an AttributeError deep inside
     return sympy.expand(edge_bytes_total(g, source_kind="weight"))
 
 
@@ -104,6 +107,7 @@ def op_total(g: nx.DiGraph) -> Cost:
     Cost
         FLOPs per unit and bytes per memory level of every op node, repeats counted.
     """
+    checked_graph(g)  # a model name was an AttributeError deep inside
     return graph_total(g, kinds=[NodeKind.OP])
 
 
@@ -120,6 +124,7 @@ def attention_flops(g: nx.DiGraph) -> sympy.Expr:
     sympy.Expr
         Attention FLOPs per step.
     """
+    checked_graph(g)  # a model name was an AttributeError deep inside
     return graph_total(g, kinds=[NodeKind.OP], where=lambda n, d: d.get(ROLE) == Role.ATTENTION).flops
 
 
@@ -163,6 +168,7 @@ def kv_cache_bytes_per_token(g: nx.DiGraph, tokens: sympy.Expr) -> sympy.Expr:
     sympy.Expr
         Bytes per token.
     """
+    checked_graph(g)  # a model name was an AttributeError deep inside
     written = graph_total(g, kinds=[NodeKind.OP]).footprint_terms.get("kv_cache", sympy.Integer(0))
     return tidy(written / tokens)
 
@@ -302,6 +308,7 @@ def summarize(g: nx.DiGraph) -> GraphSummary:
     CostModelError
         When the graph does not record its tokens.
     """
+    checked_graph(g)  # a model name was an AttributeError deep inside
     ops = op_total(g)
     tokens = step_tokens(g)
     allres = graph_total(g)
