@@ -515,3 +515,12 @@ def test_ledger_and_pass_objects_are_checked_when_made():
     # the docstring's hand computation: (80e9 - 16e9) // (131072 * 4096) = 119
     led = cm.MemoryLedger(weights_bytes=np.float64(16e9), kv_bytes_per_token=np.int64(131072))
     assert cm.max_batch(led, np.float64(80e9), ctx=np.int64(4096)).value == 119
+
+
+@pytest.mark.parametrize("name", ["check_model", "closed_forms"])
+def test_model_entry_points_refuse_no_model(name):
+    import graphs.serving as s
+
+    with pytest.raises(CostModelError) as e:  # check_model: TypeError; closed_forms: AttributeError
+        getattr(s, name)(None)
+    assert "got NoneType None" in _one_line(e) or "NoneType 'None'" in str(e.value)

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from costmodel.errors import CostModelError
 from costmodel.results import Result
 
 __all__ = ["ModelCheck", "check_model", "kernel_coverage", "DECODE_CTX", "PREFILL_SEQ"]
@@ -284,6 +285,11 @@ def check_model(
     mtp = False
     if isinstance(model, Mapping):
         data, label = dict(model), name or "model"
+    elif not isinstance(model, str | os.PathLike):  # None was a bare TypeError from os.fspath
+        raise CostModelError(
+            "model must be a catalog name, a config.json path or folder, or a parsed config.json, got "
+            f"{type(model).__name__} {model!r:.40}"
+        )
     else:
         text = os.fspath(model)
         data = config_data(text)

@@ -371,7 +371,7 @@ def closed_forms(config: ModelConfig | str, phase: str = "decode") -> dict[str, 
         FLOPs per token, bytes per step, KV bytes per token and per sequence, attention's FLOP
         share, each also ``*_bound`` to the config's numbers.
     """
-    cfg = get_model(config) if isinstance(config, str) else config
+    cfg = config if isinstance(config, ModelConfig) else get_model(config)  # None: one line, named
     return dict(_FORMS.get_or_build((cfg, phase), lambda: _closed_forms(cfg, phase)))
 
 
