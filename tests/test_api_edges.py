@@ -524,3 +524,13 @@ def test_model_entry_points_refuse_no_model(name):
     with pytest.raises(CostModelError) as e:  # check_model: TypeError; closed_forms: AttributeError
         getattr(s, name)(None)
     assert "got NoneType None" in _one_line(e) or "NoneType 'None'" in str(e.value)
+
+
+@pytest.mark.parametrize("kw", [{"prices": {"h100": 2.0}}, {"electricity_per_kwh": 0.1}])
+def test_search_refuses_prices_without_the_cost_objective(kw):
+    # they were ignored, unsaid; SearchRequest (the command) refuses the same in its own words
+    from graphs.serving import search
+
+    with pytest.raises(CostModelError) as e:
+        search("llama-3.2-1b", devices=["h100"], batches=[1], ctxs=[1024], **kw)
+    assert "price the cost objective: pass cost=True" in _one_line(e)

@@ -781,7 +781,8 @@ def search(
         When an axis or knob is out of range (an empty or non-positive axis, a ``pp`` that does
         not divide the layers, ``ep`` or ``dp > 1`` on a dense model, an unknown ``rank_by`` or
         ``moe_dispatch``, ``pessimistic`` without a predictor, group knobs without ``dp > 1``),
-        the grid exceeds :data:`MAX_LOCAL_POINTS` without a client, ``spec`` meets a plan other
+        ``prices`` or ``electricity_per_kwh`` without ``cost``, the grid exceeds
+        :data:`MAX_LOCAL_POINTS` without a client, ``spec`` meets a plan other
         than tensor parallelism, every plan is wider than its scale-up domain, or a device or dtype is
         given twice (also by an alias).
     """
@@ -812,6 +813,10 @@ def search(
     check_prompt_within(prompt, cs.tolist())
     if block < 1:
         raise CostModelError(f"block must be >= 1, got {block}")
+    if not cost and (prices or electricity_per_kwh):  # were ignored, unsaid (SearchRequest refuses it)
+        raise CostModelError(
+            "prices and electricity_per_kwh price the cost objective: pass cost=True (else they are unused)"
+        )
     layers = int(as_float(cfg.num_hidden_layers))
     bad_pp = [p for p in pps.tolist() if layers % p]
     if bad_pp:
