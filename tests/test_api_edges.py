@@ -534,3 +534,26 @@ def test_search_refuses_prices_without_the_cost_objective(kw):
     with pytest.raises(CostModelError) as e:
         search("llama-3.2-1b", devices=["h100"], batches=[1], ctxs=[1024], **kw)
     assert "price the cost objective: pass cost=True" in _one_line(e)
+
+
+def test_routing_text_is_taken_as_the_command_takes_it():
+    from graphs.serving import decode_report
+    from graphs.serving.step.expert_routing import parse_routing
+
+    # a str was AttributeError: 'str' object has no attribute 'is_default'
+    by_text = decode_report("mixtral-8x7b", "h200", ctx=1024, ep=2, routing="zipf:1.2")
+    assert by_text == decode_report("mixtral-8x7b", "h200", ctx=1024, ep=2, routing=parse_routing("zipf:1.2"))
+    with pytest.raises(CostModelError) as e:
+        decode_report("mixtral-8x7b", "h200", ctx=1024, routing=5)
+    assert "routing must be a Routing (parse_routing('zipf:1.2')) or its text, got int 5" in _one_line(e)
+
+
+def test_capacity_refuses_expert_parallelism_on_a_dense_model_as_decode_report_does():
+    from graphs.serving import capacity, decode_report
+
+    words = "llama-3.2-1b has no experts: expert parallelism needs a MoE model"
+    with pytest.raises(CostModelError, match=words):
+        decode_report("llama-3.2-1b", H100, ctx=1024, ep=2)
+    with pytest.raises(CostModelError) as e:  # answered fits=True, the weights as on one rank
+        capacity("llama-3.2-1b", H100, batch=1, ctx=1024, ep=2)
+    assert words in _one_line(e)

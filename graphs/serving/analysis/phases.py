@@ -33,7 +33,7 @@ from models.params import param_bytes, param_counts
 from models.quantization import weight_format_notes
 
 from ..step.compiled import CompiledStep, compiled_step, positive_int, sparse_tile, step_time
-from ..step.expert_routing import Routing
+from ..step.expert_routing import Routing, as_routing
 from ..step.ledger_fit import ledger_terms, memory_note, routed_expert_bytes
 from ..step.reports import (
     DecodeReport,
@@ -136,6 +136,7 @@ def _need(w: Workload, hw: Hardware, tp: int, ep: int) -> tuple[Any, float]:
 def _experts_plan(w: Workload, ep: int, routing: Routing | None) -> int:
     """``ep`` checked: a whole number >= 1, and above one (or a skewed routing) only on a MoE model."""
     ep = positive_int(ep, "ep")
+    routing = as_routing(routing)
     if not w.config.is_moe and (ep > 1 or (routing is not None and not routing.is_default)):
         what = "expert parallelism" if ep > 1 else "a routing distribution"
         raise CostModelError(f"{w.config.name} has no experts: {what} needs a MoE model")
@@ -179,8 +180,9 @@ def prefill_report(
         Tensor-parallel degree.
     ep : int
         Expert-parallel degree.
-    routing : Routing, optional
-        A routing distribution (MoE only; default uniform).
+    routing : Routing or str, optional
+        A routing distribution (MoE only; default uniform), or its text (``"zipf:1.2"``, as
+        ``--routing`` takes it).
     allow_long_context : bool
         Cost a prompt beyond the model's context limit (the command's ``--allow-long-context``);
         False: refused with :class:`~costmodel.errors.ContextLimitError`, as the command refuses it.
@@ -273,8 +275,9 @@ def decode_report(
         Tensor-parallel degree.
     ep : int
         Expert-parallel degree.
-    routing : Routing, optional
-        A routing distribution (MoE only; default uniform).
+    routing : Routing or str, optional
+        A routing distribution (MoE only; default uniform), or its text (``"zipf:1.2"``, as
+        ``--routing`` takes it).
     allow_long_context : bool
         Cost a context beyond the model's context limit (the command's ``--allow-long-context``);
         False: refused with :class:`~costmodel.errors.ContextLimitError`, as the command refuses it.

@@ -53,7 +53,7 @@ from costmodel.symbols import ctx as ctx_sym
 from models.config import ModelConfig
 from models.mixers.dsa import sparse_head_tile
 
-from .expert_routing import Routing, skew_experts
+from .expert_routing import Routing, as_routing, skew_experts
 from .reports import STEP_FIELDS
 from .totals import attention_flops, op_total, weight_bytes_read
 from .workload import Workload, as_workload
@@ -385,8 +385,9 @@ def compiled_step(
         Prefill only: a chunk attending over a cached ``prefix`` of tokens.
     logits : str
         Which positions the LM head computes: ``"last"`` (default) or ``"all"`` (prefill).
-    routing : Routing, optional
-        A skewed routing or an expert placement: the busiest EP rank's experts instead of the mean.
+    routing : Routing or str, optional
+        A skewed routing or an expert placement: the busiest EP rank's experts instead of the mean;
+        its text (``"zipf:1.2"``) is parsed as ``--routing`` parses it.
 
     Returns
     -------
@@ -405,6 +406,7 @@ def compiled_step(
         raise CostModelError(f"phase must be one of {', '.join(Phase)}, got {phase!r}")
     if chunked and ph != Phase.PREFILL:
         raise CostModelError("chunked applies to prefill (a chunk attends over a cached prefix)")
+    routing = as_routing(routing)  # its text ("zipf:1.2") too, as --routing takes it
     if routing is not None and routing.is_default:
         routing = None  # uniform and contiguous: the default 1/ep scaling, the same cache entry
     key = (w.config, hw, ph, tp, ep, chunked, logits) + ((routing,) if routing is not None else ())

@@ -103,6 +103,7 @@ __all__ = [
     "RankLoad",
     "RankMax",
     "parse_routing",
+    "as_routing",
     "inclusion",
     "placement",
     "rank_load",
@@ -201,6 +202,39 @@ def parse_routing(text: str, placement: str = "contiguous", replicate: int = 0) 
         return Routing("histogram", 0.0, tuple(values), placement, replicate)
     raise CostModelError(
         f"--routing must be uniform, zipf:S or hist:C1,C2,... (one count per expert), got {text[:60]!r}"
+    )
+
+
+def as_routing(routing: object) -> Routing | None:
+    """A step's ``routing`` argument: None, a :class:`Routing`, or its command-line text
+    (``"zipf:1.2"``, parsed by :func:`parse_routing`), as ``--routing`` takes it.
+
+    Parameters
+    ----------
+    routing : Routing, str or None
+        What the caller passed.
+
+    Returns
+    -------
+    Routing or None
+        The routing (None: uniform, the default).
+
+    Raises
+    ------
+    CostModelError
+        When ``routing`` is another type (a string was an AttributeError: 'str' object has no
+        attribute 'is_default'), or text none of :func:`parse_routing`'s forms.
+
+    >>> as_routing("zipf:1.2").label == parse_routing("zipf:1.2").label
+    True
+    """
+    if routing is None or isinstance(routing, Routing):
+        return routing
+    if isinstance(routing, str):
+        return parse_routing(routing)
+    raise CostModelError(
+        f"routing must be a Routing (parse_routing('zipf:1.2')) or its text, got {type(routing).__name__} "
+        f"{routing!r:.40}"
     )
 
 

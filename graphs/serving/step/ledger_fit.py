@@ -566,6 +566,8 @@ def capacity(
     active = s if phase == "prefill" else 1
     led = build_ledger(w, phase, s if phase == "prefill" else 1, tp, overhead, activation_bytes_per_token)
     if positive_int(ep, "ep") > 1:  # the routed experts spread over the EP ranks (capacity_check's)
+        if not w.config.is_moe:  # was taken: the weights as on one rank, unsaid (decode_report refuses it)
+            raise CostModelError(f"{w.config.name} has no experts: expert parallelism needs a MoE model")
         spread = routed_expert_bytes(w, tp) * (1 - 1 / ep)
         led = dataclasses.replace(led, weights_bytes=led.weights_bytes - spread)
     cap = hw.memory_bytes()
