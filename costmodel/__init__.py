@@ -86,6 +86,8 @@ _LAZY: dict[str, str] = {
     "Tensor": "tensor",
     "OpRoofline": "report",
     "op_roofline": "report",
+    "OperatorReport": "report",
+    "operator_report": "report",
 }
 
 __all__ = [
@@ -123,6 +125,8 @@ __all__ = [
     "achieved",
     "OpRoofline",
     "op_roofline",
+    "OperatorReport",
+    "operator_report",
     "Crossover",
     "balance_point",
     "op_intensity",
@@ -204,7 +208,7 @@ if TYPE_CHECKING:  # static analysers see the eager imports
     )
     from .ledger import MemoryLedger, Overhead, max_batch, max_context
     from .passes import Pass, Pipeline
-    from .report import OpRoofline, op_roofline
+    from .report import OperatorReport, OpRoofline, op_roofline, operator_report
     from .roofline import Bound, achieved, bound, headroom, sensitivities
     from .rules import get_rule, op_cost, register_rule, rule_names
     from .symbols import dim

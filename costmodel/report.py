@@ -35,6 +35,8 @@ __all__ = [
     "OpRoofline",
     "op_roofline",
     "MATMULS",
+    "OperatorReport",
+    "operator_report",
 ]
 
 #: Default columns of a roofline table: (key, header, format).
@@ -278,3 +280,125 @@ def op_roofline(rule: str, device: Hardware | str = "h100-sxm", **params: Any) -
 
     notes = ([note] if note else []) + list(roof_notes(hw, used=cost.flop_terms))
     return OpRoofline(rule, params, cost, b, tuple(notes))
+
+
+@dataclass(frozen=True)
+class OperatorReport(Result):
+    """The profiling article's operator ledger on a device with the GEMM crossover: what
+    ``costmodel report`` prints (:func:`operator_report`)."""
+
+    device: str  #: the device's catalog name
+    description: str  #: the device's description
+    dtype: str  #: the operands' format
+    roof: str  #: the tensor roof the dtype computes on (fp8_e4m3 on fp8)
+    roof_shown: str  #: the roof that bounds it on the device (fp16 where no bf16 rate is published)
+    notes: tuple[str, ...]  #: what the device makes the bounds assume
+    ridge_flop_per_byte: float  #: ``I* = P_tensor / beta_dram``
+    rows: tuple[dict[str, Any], ...]  #: one roofline row per op (:func:`roofline_rows`)
+    crossover: Any  #: the [M,4096] x [4096,4096] GEMM's crossover on the device (a ``Crossover``)
+    closed_form: Any  #: the crossover in ``N``, ``K``, ``P`` and ``beta`` (a ``Crossover``)
+
+    def to_dict(self) -> dict[str, Any]:
+        """``costmodel report --json``."""
+        return {
+            "device": self.device,
+            "dtype": self.dtype,
+            "notes": list(self.notes),
+            "ridge_flop_per_byte": self.ridge_flop_per_byte,
+            "ops": list(self.rows),
+            "gemm_crossover_4096": self.crossover.to_dict(),
+            "gemm_crossover_symbolic": self.closed_form.to_dict(),
+        }
+
+    def to_text(self) -> str:
+        """``costmodel report``'s text.
+
+        Returns
+        -------
+        str
+        """
+        import sympy
+
+        from .pretty import tidy_signs
+        from .text import fmt_num
+
+        xo, sym = self.crossover, self.closed_form
+        lines = [f"Roofline of the standard operator ledger on {self.device} ({self.description})"]
+        lines += [f"  note: {note}" for note in self.notes]
+        lines += [
+            f"ridge point I* = P_tensor,{self.roof_shown} / beta_dram = {self.ridge_flop_per_byte:.1f} FLOP/B\n",
+            format_table(list(self.rows)),
+            "\nGEMM [M,4096] x [4096,4096]: smallest M that is compute-bound",
+        ]
+        if xo.exact is not None:
+            lines.append(f"  exact root M* = {fmt_num(as_float(xo.exact), '.1f')}  -> M = {xo.integer}")
+            lines.append(f"  asymptote (M << N,K): M* = I* b / 2 = {fmt_num(as_float(xo.asymptotic), '.1f')}")
+        else:  # a ridge above the shape's ceiling (derive crossover says the same)
+            top = as_float(sympy.limit(xo.intensity, xo.variable, sympy.oo))
+            lines.append(
+                f"  never compute-bound: the intensity's ceiling (M -> oo) {fmt_num(top, '.2f')} FLOP/B is below "
+                "the ridge point"
+            )
+            lines.append(
+                f"  asymptote (M << N,K): M* = I* b / 2 = {fmt_num(as_float(xo.asymptotic), '.1f')}  (the limit "
+                "N, K -> oo, not this shape's)"
+            )
+        lines.append(f"  closed form: M* = {tidy_signs(sym.exact)}   ->  {sym.asymptotic} as N, K -> oo")
+        return "\n".join(lines)
+
+
+def operator_report(device: Hardware | str = "h100-sxm", dtype: str = "bf16") -> OperatorReport:
+    """The profiling article's operator ledger (:func:`standard_ops`) as roofline rows on
+    ``device``, its ridge point, and the GEMM ``[M,4096] x [4096,4096]`` crossover numeric and in
+    closed form: what ``costmodel report`` (``costmodel`` with no arguments) prints.
+
+    Parameters
+    ----------
+    device : Hardware or str, default "h100-sxm"
+        The device, or a catalog name or alias.
+    dtype : str, default "bf16"
+        The operands' format; it computes on its tensor roof (``fp8_e4m3`` on ``fp8``).
+
+    Returns
+    -------
+    OperatorReport
+        The rows, the ridge (FLOP/B), the crossovers and the device's notes; ``to_dict()`` is
+        ``costmodel report --json``.
+
+    Raises
+    ------
+    CostModelError
+        When the device or the dtype is unknown, or the device has no tensor roof for it.
+
+    >>> r = operator_report("h100")
+    >>> round(r.ridge_flop_per_byte, 1), r.crossover.integer  # 989.4 TFLOP/s / 3.35 TB/s; M* = 346
+    (295.3, 346)
+    """
+    from .derive import gemm_crossover
+    from .dtypes import roof_of
+    from .hardware.fallback import roof_notes, roof_precision
+    from .symbols import dim
+
+    hw = get_device(device)
+    roof = roof_of(dtype)  # the roof a dtype computes on: fp8_e4m3 on the fp8 one
+    ops = standard_ops(dtype)
+    rows = roofline_rows(ops, hw, ridge_precision=roof)
+    xo = gemm_crossover(N=4096, K=4096, hw=hw, dtype=dtype)
+    # the closed form of the page's own dtypes, their byte widths substituted (a narrow GEMM
+    # writes bf16, as the table's GEMM rows and the numeric root price it): free in P, beta, N, K
+    sym = gemm_crossover(N=dim("N"), K=dim("K"), dtype=dtype)
+    ridge = as_float(hw.balance("tensor", roof))
+    # what the device makes the bound assume, said once as `op` says it: the units the table prices
+    used = {key for _, cost in ops for key in cost.flop_terms}
+    return OperatorReport(
+        hw.name,
+        hw.description,
+        dtype,
+        roof,
+        roof_precision(hw, "tensor", roof),
+        tuple(roof_notes(hw, used=used)),
+        ridge,
+        tuple(rows),
+        xo,
+        sym,
+    )

@@ -557,3 +557,27 @@ def test_capacity_refuses_expert_parallelism_on_a_dense_model_as_decode_report_d
     with pytest.raises(CostModelError) as e:  # answered fits=True, the weights as on one rank
         capacity("llama-3.2-1b", H100, batch=1, ctx=1024, ep=2)
     assert words in _one_line(e)
+
+
+@pytest.mark.parametrize(
+    "argv", [[], ["report", "--device", "mi300x", "--dtype", "fp8_e4m3"], ["report", "--device", "groq-lpu"]]
+)
+def test_operator_report_is_the_default_commands_answer(argv, capsys):
+    import json
+
+    from graphs.cli.main import main
+
+    device = argv[argv.index("--device") + 1] if "--device" in argv else "h100-sxm"
+    dtype = argv[argv.index("--dtype") + 1] if "--dtype" in argv else "bf16"
+    rep = cm.operator_report(device, dtype)
+    assert main([*(argv or ["report"]), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(rep.to_dict()))
+    assert main(argv) == 0
+    assert capsys.readouterr().out == rep.to_text() + "\n"
+
+
+def test_operator_report_ridge_is_the_datasheets():
+    # H100 SXM: 989.4 TFLOP/s dense bf16 over 3.35 TB/s = 295.3 FLOP/B; M* = 346 (gemm_crossover's)
+    rep = cm.operator_report("h100")
+    assert rep.ridge_flop_per_byte == pytest.approx(989.4e12 / 3.35e12, rel=1e-3)
+    assert rep.crossover.integer == cm.gemm_crossover(N=4096, K=4096, hw="h100").integer == 346

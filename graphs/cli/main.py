@@ -30,69 +30,14 @@ output."""
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from costmodel.cost import as_float
-    from costmodel.derive import gemm_crossover
-    from costmodel.dtypes import roof_of
-    from costmodel.hardware import get_device
-    from costmodel.hardware.fallback import roof_notes, roof_precision
-    from costmodel.pretty import tidy_signs
-    from costmodel.report import format_table, roofline_rows, standard_ops
-    from costmodel.symbols import dim
-    from costmodel.text import fmt_num
+    """``costmodel report``: :func:`costmodel.report.operator_report`, printed (``--json``: its
+    ``to_dict()``)."""
+    from costmodel.report import operator_report
 
     from .common import dump
 
-    hw = get_device(args.device)
-    roof = roof_of(args.dtype)  # the roof a dtype computes on: fp8_e4m3 on the fp8 one
-    ops = standard_ops(args.dtype)
-    rows = roofline_rows(ops, hw, ridge_precision=roof)
-    xo = gemm_crossover(N=4096, K=4096, hw=hw, dtype=args.dtype)
-    # the closed form of the page's own dtypes, their byte widths substituted (a narrow GEMM
-    # writes bf16, as the table's GEMM rows and the numeric root price it): free in P, beta, N, K
-    sym = gemm_crossover(N=dim("N"), K=dim("K"), dtype=args.dtype)
-    ridge = as_float(hw.balance("tensor", roof))
-    # what the device makes the bound assume (preliminary figures, a roof standing in for one it
-    # does not publish, a unit with none), said once as `op` says it: the units the table prices
-    used = {key for _, cost in ops for key in cost.flop_terms}
-    notes = roof_notes(hw, used=used)
-    if args.json:
-        print(
-            dump(
-                {
-                    "device": hw.name,
-                    "dtype": args.dtype,
-                    "notes": list(notes),
-                    "ridge_flop_per_byte": ridge,
-                    "ops": rows,
-                    "gemm_crossover_4096": xo.to_dict(),
-                    "gemm_crossover_symbolic": sym.to_dict(),
-                }
-            )
-        )
-        return 0
-    print(f"Roofline of the standard operator ledger on {hw.name} ({hw.description})")
-    for note in notes:
-        print(f"  note: {note}")
-    print(
-        f"ridge point I* = P_tensor,{roof_precision(hw, 'tensor', roof)} / beta_dram = {ridge:.1f} FLOP/B\n"
-    )
-    print(format_table(rows))
-    print("\nGEMM [M,4096] x [4096,4096]: smallest M that is compute-bound")
-    if xo.exact is not None:
-        print(f"  exact root M* = {fmt_num(as_float(xo.exact), '.1f')}  -> M = {xo.integer}")
-        print(f"  asymptote (M << N,K): M* = I* b / 2 = {fmt_num(as_float(xo.asymptotic), '.1f')}")
-    else:  # a ridge above the shape's ceiling (derive crossover says the same)
-        import sympy
-
-        top = as_float(sympy.limit(xo.intensity, xo.variable, sympy.oo))
-        print(
-            f"  never compute-bound: the intensity's ceiling (M -> oo) {fmt_num(top, '.2f')} FLOP/B is below the ridge point"
-        )
-        print(
-            f"  asymptote (M << N,K): M* = I* b / 2 = {fmt_num(as_float(xo.asymptotic), '.1f')}  (the limit N, K -> oo, "
-            "not this shape's)"
-        )
-    print(f"  closed form: M* = {tidy_signs(sym.exact)}   ->  {sym.asymptotic} as N, K -> oo")
+    rep = operator_report(args.device, args.dtype)
+    print(dump(rep.to_dict()) if args.json else rep.to_text())
     return 0
 
 
