@@ -581,3 +581,58 @@ def test_operator_report_ridge_is_the_datasheets():
     rep = cm.operator_report("h100")
     assert rep.ridge_flop_per_byte == pytest.approx(989.4e12 / 3.35e12, rel=1e-3)
     assert rep.crossover.integer == cm.gemm_crossover(N=4096, K=4096, hw="h100").integer == 346
+
+
+def _close(a, b):
+    """Equal documents, floats to 1e-9 (the command may read a cached card's closed forms)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-9)
+    return a == b
+
+
+@pytest.mark.parametrize(
+    "argv, request_kw",
+    [
+        (
+            ["decode", "llama-3.1-8b", "--device", "h100", "--batch", "16", "--ctx", "4096"],
+            dict(phase="decode", device="h100", batch=16, ctx=4096),
+        ),
+        (
+            ["decode", "qwen2.5-72b", "--device", "h200", "--batch", "8", "--ctx", "8192", "--tp", "4"],
+            dict(phase="decode", device="h200", batch=8, ctx=8192, tp=4),
+        ),
+        (
+            [
+                "decode",
+                "mixtral-8x7b",
+                "--device",
+                "h200",
+                "--ctx",
+                "2048",
+                "--ep",
+                "2",
+                "--routing",
+                "zipf:1.2",
+            ],
+            dict(phase="decode", device="h200", ctx=2048, ep=2, routing="zipf:1.2"),
+        ),
+        (
+            ["prefill", "llama-3.1-8b", "--device", "h100", "--seq", "8192", "--chunk", "2048"],
+            dict(phase="prefill", device="h100", seq=8192, chunk=2048),
+        ),
+    ],
+)
+def test_run_phase_is_the_commands_json(argv, request_kw, capsys):
+    import json
+
+    from graphs.cli.main import main
+    from graphs.serving import PhaseRequest, run_phase
+
+    assert main([*argv, "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    lib = json.loads(json.dumps(run_phase(PhaseRequest(**request_kw), argv[1]).to_dict()))
+    assert _close(cli, lib), (cli, lib)

@@ -273,6 +273,11 @@ def check_model(
     ModelCheck
         A refused config has ``family`` None, ``refused`` the loader's one-line reason and no
         ``exact`` or ``kernels``.
+
+    Raises
+    ------
+    CostModelError
+        When ``model`` is none of the three (None was a bare TypeError), or the device is unknown.
     """
     # loaded on use: importing the check (the command's start-up) stays light
     from costmodel.hardware import get_device

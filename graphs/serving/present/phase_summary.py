@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DecodeSummary",
     "PrefillSummary",
+    "run_phase",
     "expert_plan_line",
     "OTHER_DRAM_SHOWN",
     "IGNORED_CAPACITY",
@@ -459,3 +460,64 @@ class PrefillSummary(_PhasePage):
     def _page_settings(self) -> dict[str, Any]:
         """:func:`~graphs.serving.present.html_views.phase_page`'s settings of a prefill step."""
         return {"seq": self.request.seq}
+
+
+def run_phase(
+    request: PhaseRequest, config: ModelConfig | str, *, check_memory: bool = True
+) -> DecodeSummary | PrefillSummary:
+    """Answer ``request`` for ``config`` from the library: what ``costmodel decode`` or
+    ``costmodel prefill`` prints (before ``--predict``'s lines), ``to_dict()`` its ``--json``.
+
+    The command reads the same numbers from a cached card when it has one (compiled closed forms:
+    equal to the library's to rounding); a point the device memory does not hold is answered with
+    the capacity check saying so (the command refuses it unless ``--ignore-capacity``).
+
+    Parameters
+    ----------
+    request : PhaseRequest
+        The checked point: ``phase``, ``device``, ``batch``, ``ctx`` (decode) or ``seq`` and
+        ``chunk`` (prefill), ``tp`` and the expert plan (``ep``, ``routing``, ``placement``,
+        ``replicate_hot``). ``predict`` is not priced here (the command's extra lines).
+    config : ModelConfig or str
+        The model, or a catalog name or config.json path.
+    check_memory : bool, default True
+        Say among the report's notes when the memory does not hold the point (the command says it
+        in its own first line instead).
+
+    Returns
+    -------
+    DecodeSummary or PrefillSummary
+        The step, the capacity check and (decode) the limits, memory figures and cache layout.
+
+    Raises
+    ------
+    CostModelError
+        When the model or device is unknown, the point is invalid for the model (a ``tp`` that
+        does not divide its heads, an expert plan on a dense model), or it exceeds the model's
+        context limit (:class:`~models.context.ContextLimitError`).
+
+    >>> from graphs.serving import PhaseRequest
+    >>> s = run_phase(PhaseRequest("decode", device="h100", batch=16, ctx=4096), "llama-3.1-8b")
+    >>> round(s.report.step_s * 1e3, 2), s.capacity.max_batch  # as decode_report and capacity
+    (7.1, 129)
+    """
+    from ..analysis.limits import decode_limits
+    from ..analysis.phases import decode_report, near_far_memory, prefill_report
+    from ..step.ledger_fit import capacity_check, kv_caps
+    from ..step.workload import as_workload
+
+    w = as_workload(config)
+    req = request
+    plan = req.plan()
+    expert = {"ep": req.ep, "routing": plan["routing"].label} if plan else {}
+    decode = req.phase == "decode"
+    tokens = req.ctx if decode else req.seq
+    fit = capacity_check(w, req.device, phase=req.phase, batch=req.batch, tokens=tokens, tp=req.tp, ep=req.ep)
+    point = {"batch": req.batch, "tp": req.tp, "check_memory": check_memory, **plan}
+    if not decode:
+        rep = prefill_report(w, req.device, seq=req.seq, chunk=req.chunk, **point)
+        return PrefillSummary(req, rep, fit, expert)
+    drep = decode_report(w, req.device, ctx=req.ctx, **point)
+    # the knee and the context ceiling are the default step's (not solved for a routed plan)
+    lim = None if plan else decode_limits(w, req.device, ctx=req.ctx, tp=req.tp, max_batch=fit.max_batch)
+    return DecodeSummary(req, drep, fit, near_far_memory(w, req.device), lim, kv_caps(w, tp=req.tp), expert)
