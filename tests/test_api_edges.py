@@ -636,3 +636,22 @@ def test_run_phase_is_the_commands_json(argv, request_kw, capsys):
     cli = json.loads(capsys.readouterr().out)
     lib = json.loads(json.dumps(run_phase(PhaseRequest(**request_kw), argv[1]).to_dict()))
     assert _close(cli, lib), (cli, lib)
+
+
+def test_build_model_takes_a_model_name():
+    import models
+    from costmodel.graph import graph_total
+    from graphs import build_layer, build_model
+
+    # a name was AttributeError: 'str' object has no attribute 'vocab_size'
+    by_name = graph_total(build_model("tiny", "decode", batch=1)).flops_on("tensor")
+    assert by_name == graph_total(build_model(models.get_model("tiny"), "decode", batch=1)).flops_on("tensor")
+    # build_model's docstring by hand: 2 x (2 x (4096 + 2 x 2048 + 4096 + 3 x 64 x 176) + 64 x 256) = 217088
+    assert by_name.subs(cm.dim("ctx"), 0) == 217088
+    assert (
+        build_layer("tiny", "decode").number_of_nodes()
+        == build_layer(models.get_model("tiny"), "decode").number_of_nodes()
+    )
+    with pytest.raises(CostModelError) as e:
+        build_model(None, "decode")
+    assert "expected a catalog name, a config.json path or folder" in _one_line(e)

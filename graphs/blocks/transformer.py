@@ -92,8 +92,19 @@ def _group_info(layer: _Layer, exit_ref: tuple[str, Tensor], repeat: object) -> 
     return {REPEAT: to_expr(repeat, field="repeat"), GROUP_ENTRY: layer.entry, GROUP_EXIT: exit_ref[0]}
 
 
+def _config(config: object) -> ModelConfig:
+    """``config`` itself, or what :func:`models.catalog.get_model` resolves it to (a catalog name,
+    a config.json path, a parsed one), one line naming the value otherwise (a name was an
+    AttributeError: 'str' object has no attribute 'vocab_size')."""
+    if isinstance(config, ModelConfig):
+        return config
+    from models.catalog import get_model
+
+    return get_model(config)  # type: ignore[arg-type]  # get_model names a wrong type itself
+
+
 def build_layer(
-    config: ModelConfig,
+    config: ModelConfig | str,
     phase: str,
     *,
     batch: object = B_sym,
@@ -116,8 +127,8 @@ def build_layer(
 
     Parameters
     ----------
-    config : ModelConfig
-        The model.
+    config : ModelConfig or str
+        The model, or a catalog name or config.json path.
     phase : str
         ``"prefill"`` or ``"decode"``.
     batch : int or sympy.Expr, default the symbol ``B``
@@ -146,6 +157,7 @@ def build_layer(
     networkx.DiGraph
         Op nodes (a ``Cost`` each), weight and KV-cache sources, tensors on the edges.
     """
+    config = _config(config)
     if spec is None:
         spec = layer_groups(config)[-1].spec
         if kind is not None:
@@ -180,7 +192,7 @@ def build_layer(
 
 
 def build_model(
-    config: ModelConfig,
+    config: ModelConfig | str,
     phase: str,
     *,
     batch: object = B_sym,
@@ -212,8 +224,8 @@ def build_model(
 
     Parameters
     ----------
-    config : ModelConfig
-        The model (numeric, symbolic or mixed).
+    config : ModelConfig or str
+        The model (numeric, symbolic or mixed), or a catalog name or config.json path.
     phase : str
         ``"prefill"`` or ``"decode"``.
     batch : int or sympy.Expr, default the symbol ``B``
@@ -247,6 +259,7 @@ def build_model(
     >>> graph_total(build_model(get_model("tiny"), "decode", batch=1)).flops_on("tensor")
     512*ctx + 217088
     """
+    config = _config(config)
     if logits not in ("last", "all"):
         raise CostModelError(f"logits {logits!r} not allowed; allowed: last, all")
     dims = phase_dims(
