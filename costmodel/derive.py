@@ -84,7 +84,16 @@ def latex(expr: sympy.Basic) -> str:
 
     >>> print(latex(gemm_crossover(N=dim("N"), K=dim("K"), dtype=quantity("b")).asymptotic))
     \\frac{P b}{2 \\beta}
+
+    Raises
+    ------
+    CostModelError
+        When ``expr`` is neither a sympy expression nor a number (None printed ``\\text{None}``).
     """
+    if isinstance(expr, bool) or not isinstance(expr, sympy.Basic | int | float):
+        raise CostModelError(
+            f"expr must be a sympy expression or a number, got {type(expr).__name__} {expr!r:.40}"
+        )
     return sympy.latex(expr)
 
 

@@ -63,6 +63,11 @@ def compile_expr(expr: sympy.Expr | str, symbols: Sequence[sympy.Symbol]) -> Cal
     from .expr import to_expr
 
     expr = to_expr(expr, field="expr")
+    if isinstance(symbols, str) or not all(isinstance(x, sympy.Symbol) for x in symbols):
+        # compile_expr("M*2", "M") read the text as its letters and said "M is not among them"
+        raise CostModelError(
+            f"symbols must be a sequence of sympy Symbols (dim('M')), got {type(symbols).__name__} {symbols!r:.40}"
+        )
     extra = expr.free_symbols - set(symbols)
     if extra:
         names = ", ".join(sorted(str(s) for s in extra))

@@ -655,3 +655,24 @@ def test_build_model_takes_a_model_name():
     with pytest.raises(CostModelError) as e:
         build_model(None, "decode")
     assert "expected a catalog name, a config.json path or folder" in _one_line(e)
+
+
+def test_small_helpers_refuse_what_they_cannot_use():
+    from graphs.serving import device_rates, token_cost
+
+    with pytest.raises(CostModelError) as e:  # printed \\text{None}
+        cm.latex(None)
+    assert "expr must be a sympy expression or a number, got NoneType None" in _one_line(e)
+    assert cm.latex(cm.dim("M") / 2) == r"\frac{M}{2}"
+    with pytest.raises(CostModelError) as e:  # "expression depends on M, not among the sweep variables"
+        cm.compile_expr("M*2", "M")
+    assert "symbols must be a sequence of sympy Symbols (dim('M')), got str 'M'" in _one_line(e)
+    assert cm.compile_expr("M*2", [cm.dim("M")])(np.array([1, 2])).tolist() == [2, 4]
+    with pytest.raises(CostModelError) as e:  # an empty deployment cost 0 USD per million
+        token_cost([], input_tokens_per_s=1.0, output_tokens_per_s=1.0, basis="x")
+    assert "pools must list (Rates, devices) pairs with at least one device each, got []" in _one_line(e)
+    # one device at $3.6/h serving 1,000 tok/s: 3.6 / (3600 x 1000) x 1e6 = $1 per million
+    one = token_cost(
+        [(device_rates(H100, 3.6), 1)], input_tokens_per_s=0.0, output_tokens_per_s=1000.0, basis="x"
+    )
+    assert one.usd_per_m_output == pytest.approx(1.0)

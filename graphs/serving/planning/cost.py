@@ -59,6 +59,7 @@ bound on what the device draws.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
@@ -497,8 +498,15 @@ def token_cost(
     Raises
     ------
     CostModelError
-        When the tokens per second are not finite, negative, or both 0.
+        When the tokens per second are not finite, negative, or both 0, or ``pools`` holds no
+        device (an empty list was a free deployment, 0 USD per million).
     """
+    if not pools or any(
+        isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1 for _, n in pools
+    ):
+        raise CostModelError(
+            f"pools must list (Rates, devices) pairs with at least one device each, got {list(pools)!r:.80}"
+        )
     hourly = [r.usd_per_hour(utilisation) for r, _ in pools]
     if any(h is None for h in hourly):
         return None
