@@ -676,3 +676,29 @@ def test_small_helpers_refuse_what_they_cannot_use():
         [(device_rates(H100, 3.6), 1)], input_tokens_per_s=0.0, output_tokens_per_s=1000.0, basis="x"
     )
     assert one.usd_per_m_output == pytest.approx(1.0)
+
+
+def test_typed_requests_take_numpy_integers():
+    from graphs.serving import (
+        EngineConfig,
+        PhaseRequest,
+        SimulationRequest,
+        Topology,
+        run_phase,
+        run_simulation,
+    )
+
+    # each refused np.int64 as "must be a whole number, got np.int64(40)"
+    kw = dict(device="h100", rate=5.0, prompt="fixed:200", output="fixed:50")
+    plain = run_simulation(SimulationRequest(requests=40, **kw), "llama-3.2-1b").to_dict()
+    assert run_simulation(SimulationRequest(requests=np.int64(40), **kw), "llama-3.2-1b").to_dict() == plain
+    a = run_phase(
+        PhaseRequest("decode", device="h100", batch=np.int64(16), ctx=np.int64(4096)), "llama-3.1-8b"
+    )
+    b = run_phase(PhaseRequest("decode", device="h100", batch=16, ctx=4096), "llama-3.1-8b")
+    assert a.to_dict() == b.to_dict()
+    assert Topology(tp=np.int64(2)).tp == 2 and type(Topology(tp=np.int64(2)).tp) is int
+    assert EngineConfig(max_num_seqs=np.int64(8)).max_num_seqs == 8
+    with pytest.raises(CostModelError) as e:
+        SimulationRequest(requests=40.5, **kw)
+    assert "requests (--requests) must be a whole number, got 40.5" in _one_line(e)

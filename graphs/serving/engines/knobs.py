@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import numbers
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
@@ -422,6 +423,9 @@ class EngineConfig:
             raise CostModelError(f"sampler_rows must be a whole number >= 0, got {rows!r}")
         for name in ("max_num_batched_tokens", "max_num_seqs", "block_size"):
             v = getattr(self, name)
+            if isinstance(v, numbers.Integral) and not isinstance(v, bool | int):
+                v = int(v)  # a numpy integer is a whole number (np.int64(8) was refused as not one)
+                object.__setattr__(self, name, v)
             if not isinstance(v, int) or isinstance(v, bool) or v < 1:
                 raise CostModelError(f"{name} must be a positive whole number, got {v!r}")
         if self.max_num_batched_tokens < self.block_size:

@@ -80,6 +80,7 @@ import dataclasses
 import heapq
 import itertools
 import math
+import numbers
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
@@ -171,6 +172,9 @@ class Topology(Result):
             ("dp", 1),
         ):
             v = getattr(self, name)
+            if isinstance(v, numbers.Integral) and not isinstance(v, bool | int):
+                v = int(v)  # a numpy integer is a whole number (np.int64(2) was refused as not one)
+                object.__setattr__(self, name, v)
             if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= MAX_REPLICAS:
                 raise CostModelError(f"{name} must be a whole number in [{lo}, {MAX_REPLICAS}], got {v!r}")
         if (self.prefill_replicas > 0) != (self.decode_replicas > 0):

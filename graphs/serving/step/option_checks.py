@@ -89,18 +89,19 @@ def check_number(
         When ``value`` is not such a number: one line naming the option, the range and the value.
     """
     f = label(name)
-    if whole:
-        if isinstance(value, bool) or not isinstance(value, int):
+    if whole:  # an int, or a numpy integer (np.int64(40) was refused as "not a whole number")
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise CostModelError(f"{f} must be a whole number, got {value!r}")
-        if not lo <= value <= hi:
+        if not lo <= int(value) <= hi:
             raise CostModelError(f"{f} must be in [{lo}, {hi}], got {value}")
         return
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise CostModelError(f"{f} must be a number, got {value!r}")
-    if not math.isfinite(value):
+    v = float(value)
+    if not math.isfinite(v):
         raise CostModelError(f"{f} must be a finite number, got {value!r}")
-    if value > hi or value < lo or (value == lo and not inclusive):
-        raise CostModelError(f"{f} must be in {'[' if inclusive else '('}{lo:g}, {hi:g}], got {value:g}")
+    if v > hi or v < lo or (v == lo and not inclusive):
+        raise CostModelError(f"{f} must be in {'[' if inclusive else '('}{lo:g}, {hi:g}], got {v:g}")
 
 
 def check_whole_list(name: str, values: Any, hi: int, most: int) -> None:
