@@ -702,3 +702,24 @@ def test_typed_requests_take_numpy_integers():
     with pytest.raises(CostModelError) as e:
         SimulationRequest(requests=40.5, **kw)
     assert "requests (--requests) must be a whole number, got 40.5" in _one_line(e)
+
+
+@pytest.mark.parametrize(
+    "kw, words",
+    [
+        ({"devices": "h100"}, "devices must be a list, got str 'h100'"),  # was "unknown device 'h'"
+        (
+            {"devices": ["h100"], "chunk": 0},
+            "chunk must be a whole number of points >= 1, got 0",
+        ),  # ValueError
+    ],
+)
+def test_sweep_refuses_a_bare_device_name_and_an_empty_chunk(kw, words):
+    from graphs.serving import sweep
+
+    with pytest.raises(CostModelError) as e:
+        sweep("llama-3.2-1b", batches=[1, 8], ctxs=[1024], **kw)
+    assert words in _one_line(e)
+    one = sweep("llama-3.2-1b", devices=["h100"], batches=[1, 8], ctxs=[1024], chunk=1)
+    whole = sweep("llama-3.2-1b", devices=["h100"], batches=[1, 8], ctxs=[1024])
+    assert one.columns["tpot_s"].tolist() == whole.columns["tpot_s"].tolist()  # chunking changes nothing

@@ -18,6 +18,7 @@ import csv
 import dataclasses
 import itertools
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -362,8 +363,8 @@ def sweep(
     Raises
     ------
     CostModelError
-        When the grid is invalid (:func:`check_grid`), a name is unknown, or a device or dtype is
-        given twice.
+        When the grid is invalid (:func:`check_grid`), a name is unknown, a device or dtype is
+        given twice, ``devices`` or a dtype axis is a bare string, or ``chunk`` is below 1.
     """
     # loaded on use: the cached sweep imports this module for DecodeForms alone, without pricing
     from costmodel.hardware import get_device
@@ -373,6 +374,13 @@ def sweep(
     from ..pricing.predictor import BOUND
     from ..pricing.priced import PricedStep
 
+    for name, values in (("devices", devices), ("weight_dtypes", weight_dtypes), ("kv_dtypes", kv_dtypes)):
+        if isinstance(values, str | bytes) or not isinstance(values, Sequence):
+            # devices="h100" was swept letter by letter: "unknown device 'h'"
+            raise CostModelError(f"{name} must be a list, got {type(values).__name__} {values!r:.40}")
+    if isinstance(chunk, bool) or not isinstance(chunk, numbers.Integral) or chunk < 1:
+        # 0 was a ValueError from range() once the grid was built
+        raise CostModelError(f"chunk must be a whole number of points >= 1, got {chunk!r:.40}")
     pred = predictor or BOUND
     if not pred.is_bound:
         chunk = max(chunk, 10**9)
