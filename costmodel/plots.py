@@ -371,7 +371,9 @@ def _plain_ticks(ax: Any) -> None:
 
 
 def frontier_plot(points: list[dict[str, Any]], path: str | Path, *, title: str = "") -> Any:
-    """Per-user tokens/s vs per-device tokens/s; Pareto points highlighted."""
+    """Per-user tokens/s vs per-device tokens/s; each context's points in a colour of its own and
+    its Pareto points (the ``pareto`` flag a sweep sets per context)
+    joined by a line of that colour."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4.5))
     fit = [p for p in points if p.get("fits", True)]
@@ -380,21 +382,26 @@ def frontier_plot(points: list[dict[str, Any]], path: str | Path, *, title: str 
     by_ctx: dict[Any, list[dict[str, Any]]] = {}
     for p in fit:
         by_ctx.setdefault(p.get("ctx"), []).append(p)
-    for ctx, group in sorted(by_ctx.items(), key=lambda kv: (kv[0] is None, kv[0] or 0)):
+    # each context's own frontier (a sweep marks ``pareto`` per context): one line through the
+    # points of every context zigzagged between them and was no frontier
+    for n, (ctx, group) in enumerate(sorted(by_ctx.items(), key=lambda kv: (kv[0] is None, kv[0] or 0))):
+        colour = f"C{n % 10}"
         ax.scatter(
             [p["tokens_per_s_per_device"] for p in group],
             [p["tokens_per_s_per_user"] for p in group],
             s=14,
             alpha=0.6,
+            color=colour,
             label="configurations" if ctx is None else f"ctx {ctx}",
         )
-    front = sorted((p for p in fit if p.get("pareto")), key=lambda p: p["tokens_per_s_per_device"])
-    ax.plot(
-        [p["tokens_per_s_per_device"] for p in front],
-        [p["tokens_per_s_per_user"] for p in front],
-        "r.-",
-        label="Pareto frontier",
-    )
+        front = sorted((p for p in group if p.get("pareto")), key=lambda p: p["tokens_per_s_per_device"])
+        ax.plot(
+            [p["tokens_per_s_per_device"] for p in front],
+            [p["tokens_per_s_per_user"] for p in front],
+            ".-",
+            color=colour,
+            label="Pareto frontier" if ctx is None else f"frontier at ctx {ctx}",
+        )
     ax.set_xscale("log")
     _plain_ticks(ax)
     ax.set_xlabel("tokens/s per device")

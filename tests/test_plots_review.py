@@ -231,7 +231,18 @@ def test_frontier_plot_tells_its_contexts_apart(tmp_path):
     fig = plots.frontier_plot(rows, tmp_path / "f.png")
     ax = fig.axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert labels == ["ctx 1024", "ctx 16384", "Pareto frontier"]
+    assert labels == ["ctx 1024", "frontier at ctx 1024", "ctx 16384", "frontier at ctx 16384"]
+    # each context's frontier line joins that context's pareto rows, and only them (one line
+    # through every context's points zigzagged: the review's 195 -> 215 -> 221 -> 173 ...)
+    for line in ax.get_lines():
+        ctx = int(line.get_label().split()[-1])
+        want = sorted(
+            (r["tokens_per_s_per_device"], r["tokens_per_s_per_user"])
+            for r in rows
+            if r["ctx"] == ctx and r["fits"] and r["pareto"]
+        )
+        assert want and list(line.get_xdata()) == pytest.approx([x for x, _ in want])
+        assert list(line.get_ydata()) == pytest.approx([y for _, y in want])
     for c in ax.collections:
         ctx = int(c.get_label().split()[1])
         want = [
