@@ -94,3 +94,24 @@ def test_dynamic_shapes_give_inductor_sizes_as_closed_forms():
     ]
     assert a.inductor_bytes == 723968 == a.inductor_plan_bytes and a.ideal_bytes == 396288
     assert a.planner.bytes == 592896  # the same plan at T = 64 as the static audit
+
+
+@pytest.mark.slow
+def test_a_pointwise_op_recomputed_in_two_kernels_counts_in_each():
+    """Inductor inlines a cheap pointwise op into every consumer kernel, so a node in several
+    generated kernels' origins is computed in each; only a library call's node (a convolution,
+    whose layout copies list it too) does its FLOPs once. The capture's epilogue kernel given
+    twice: both copies count the GELU's FLOPs, the same number (it was counted in the first only)."""
+    import dataclasses
+
+    from graphs.importers.inductor_audit import audit_capture, inductor_capture
+
+    torch.manual_seed(0)
+    cap = inductor_capture(Block().eval(), (torch.randn(64, 256),), "h100")
+    epilogue = cap.kernels[-1]
+    assert epilogue["kind"] == "generated"
+    twin = dict(epilogue, name=f"{epilogue['name']}_twin")
+    a = audit_capture(dataclasses.replace(cap, kernels=(*cap.kernels, twin)), "h100", max_units=16)
+    first, second = a.kernels[-2], a.kernels[-1]
+    assert second.name.endswith("_twin") and first.flops == second.flops > 0
+    assert a.kernels[1].flops == 2 * 64 * 256 * 256 + 64 * 256  # the library call's GEMM, once

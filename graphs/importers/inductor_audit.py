@@ -359,20 +359,27 @@ def audit_capture(cap: InductorCapture, device: Any = "h100", *, max_units: int 
     symbolic, point, rename = cap.graph, cap.point, cap.rename
     g = bind_dims(point)(symbolic) if point else symbolic  # numbers at the example, for the rankings
     ops = set(op_nodes(g))
-    # an ATen node in several kernels' origins (a convolution, with the layout copies Inductor
-    # makes of its input and weight) does its FLOPs once: in its library call when one holds it,
-    # else in its first kernel (each copy was priced with the whole convolution's FLOPs)
+    # an ATen node a library call holds (a convolution, with the layout copies Inductor makes of
+    # its input and weight, each listing it as an origin) does its FLOPs once, in that call (each
+    # copy was priced with the whole convolution's FLOPs); a node in several generated kernels'
+    # origins is recomputed in each (Inductor inlines a cheap pointwise op into every consumer),
+    # so each of them counts its FLOPs
     owner: dict[str, str] = {}
-    for k in sorted(cap.kernels, key=lambda k: k["kind"] != "extern"):  # stable: extern first
-        for o in k["origins"]:
-            owner.setdefault(o, k["name"])
+    for k in cap.kernels:
+        if k["kind"] == "extern":
+            for o in k["origins"]:
+                owner.setdefault(o, k["name"])
     kernels, groups = [], []
     for k in cap.kernels:
         members = tuple(o for o in k["origins"] if o in ops)
         # the kernel's ops' FLOPs (per unit and precision, from the rules) with the bytes Inductor
         # says it moves, bounded by the device's roofline like any other cost
         work = sum(
-            (Cost(flop_terms=g.nodes[m][COST].flop_terms) for m in members if owner[m] == k["name"]),
+            (
+                Cost(flop_terms=g.nodes[m][COST].flop_terms)
+                for m in members
+                if owner.get(m, k["name"]) == k["name"]
+            ),
             Cost.zero(),
         )
         reads, writes = (_named(k[f"{x}_expr"], rename) for x in ("reads", "writes"))
