@@ -116,3 +116,60 @@ def test_a_megabyte_node_name_gives_a_short_one_line_error() -> None:
     msg = str(err.value)
     assert "\n" not in msg and "\x1b" not in msg and len(msg) < 600
     assert msg.startswith("ONNX node 'n\\x1b[2J\\nxxxx") and "(Add) reads 'n\\x1b[2J" in msg
+
+
+def _peak(model) -> tuple[object, int]:
+    """``from_onnx(model)`` and the most memory Python held during it (imports done first)."""
+    from_onnx(model)  # its imports (onnxruntime's tools import torch) before the count
+    tracemalloc.start()
+    try:
+        g = from_onnx(model)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return g, peak
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_a_constant_of_shape_sized_by_shape_arithmetic_is_not_built(op: str) -> None:
+    """``Max(shape, shape)`` gives sympy integers, not ints: the guard counted them as 1, and
+    onnxruntime built ``np.ones`` of 8192 x 8192 int64 (1 GB peak; 16384 x 16384 is 2 GiB). Any
+    dim it reads as a number now counts: the import stays small, the tensor keeps its exact
+    n x n shape (only its values are not carried), and the Neg over it is priced by hand."""
+    import numpy as np
+
+    n = 16384
+    shape = numpy_helper.from_array(np.array([n, n], np.int64), "shape")
+    one = numpy_helper.from_array(np.array([1], np.int64), "one")
+    nodes = [
+        helper.make_node(op, ["shape", "shape"], ["s2"]),
+        helper.make_node("ConstantOfShape", ["s2"], ["c"], value=one),
+        helper.make_node("Neg", ["c"], ["d"]),
+        helper.make_node("Cast", ["d"], ["y"], to=TensorProto.FLOAT),
+    ]
+    g, peak = _peak(_model(nodes, [shape]))
+    assert peak < 50 * 2**20  # the int64 tensor alone is 2 GiB
+    (out,) = g.nodes["ConstantOfShape_1"]["outputs"]
+    assert tuple(out.shape) == (n, n)
+    neg = graph_total(g.subgraph(["Neg_2"]))
+    # Neg over n*n int64 elements: one op each, read 8 and write 8 bytes each
+    assert neg.flops == n * n and neg.bytes == 2 * 8 * n * n
+
+
+def test_a_concat_that_doubles_each_node_is_not_carried() -> None:
+    """onnxruntime's Concat stores ``[]`` (small enough) and then extends it in place: 12 chained
+    ``Concat(c, c)`` of 4096 values held 392 MB, doubling each node. The value is dropped once
+    larger than MAX_SHAPE_DATA; 20 rounds import small, the last copy priced by hand."""
+    import numpy as np
+
+    rounds, n0 = 20, 4096
+    init = numpy_helper.from_array(np.arange(n0, dtype=np.int64) % 7 + 1, "c0")
+    nodes = [helper.make_node("Concat", [f"c{i}", f"c{i}"], [f"c{i + 1}"], axis=0) for i in range(rounds)]
+    nodes.append(helper.make_node("Cast", [f"c{rounds}"], ["y"], to=TensorProto.FLOAT))
+    g, peak = _peak(_model(nodes, [init]))
+    assert peak < 50 * 2**20  # carried, the last value alone is 4096 * 2**20 Python ints
+    (out,) = g.nodes[f"Concat_{rounds - 1}"]["outputs"]
+    assert tuple(out.shape) == (n0 * 2**rounds,)  # sizes are still exact
+    cast = graph_total(g.subgraph([f"Cast_{rounds}"]))
+    # Cast int64 -> fp32 of n0 * 2**20 elements: reads 8 and writes 4 bytes each
+    assert cast.bytes == (8 + 4) * n0 * 2**rounds

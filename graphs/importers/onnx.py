@@ -346,8 +346,30 @@ def _bounded_inference(base: Any) -> Any:
     if "cls" in _BOUNDED:
         return _BOUNDED["cls"]
     from onnx import TensorProto
+    from onnxruntime.tools import symbolic_shape_infer as ssi
 
     class Bounded(base):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            for table in (self.dispatcher_, getattr(self, "aten_op_dispatcher_", {})):
+                for op, handler in table.items():
+                    table[op] = self._rechecked(handler)
+
+        def _rechecked(self, handler: Any) -> Any:
+            """``handler``, then its node's carried outputs checked again: a handler may grow a
+            value after storing it (``_infer_Concat`` stores ``[]``, then extends that list in
+            place, so ``Concat(c, c)`` chained doubled it each node: 12 of them held 392 MB)."""
+
+            def run(node: Any) -> Any:
+                result = handler(node)
+                for name in node.output:
+                    value = self.sympy_data_.get(name)
+                    if value is not None and not _shape_value_ok(value):
+                        self.sympy_data_.pop(name, None)
+                return result
+
+            return run
+
         def _infer_impl(self, start_sympy_data: Any = None) -> Any:
             data = _ShapeData()
             for k, v in (start_sympy_data or {}).items():
@@ -365,8 +387,12 @@ def _bounded_inference(base: Any) -> Any:
             shape = self._get_int_or_float_values(node)[0]
             items = shape if isinstance(shape, list) else [shape]
             n = 1
-            for d in items:
-                n = n * d if isinstance(d, int) else n
+            for d in items:  # every dim its int64 branch reads as a number: int, numpy, sympy
+                if n <= MAX_SHAPE_DATA and ssi.is_literal(d):
+                    try:
+                        n *= abs(int(d))
+                    except (TypeError, ValueError, OverflowError):  # oo, nan: no number to build
+                        pass
             vi = self.known_vi_.get(node.output[0])
             if shape is None or n <= MAX_SHAPE_DATA or vi is None:
                 return super()._infer_ConstantOfShape(node)
