@@ -208,3 +208,43 @@ def test_jax_reduce_window_is_a_pool() -> None:
 
     g = from_jax(mp, jax.numpy.ones((2, 4, 11, 11)))
     assert _pool_flops(g) == [1800] and not g.graph["unknown_ops"]
+
+
+_WINDOW_POOLS = [
+    ("max_pool1d", 1), ("avg_pool1d", 1), ("max_pool2d", 2), ("avg_pool2d", 2), ("max_pool3d", 3), ("avg_pool3d", 3),
+]  # fmt: skip
+_ADAPTIVE_POOLS = [
+    ("adaptive_max_pool1d", 1), ("adaptive_avg_pool1d", 1), ("adaptive_max_pool2d", 2),
+    ("adaptive_avg_pool2d", 2), ("adaptive_max_pool3d", 3), ("adaptive_avg_pool3d", 3),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("batched", [True, False], ids=["batched", "unbatched"])
+@pytest.mark.parametrize(("fn", "spatial"), _WINDOW_POOLS + _ADAPTIVE_POOLS)
+def test_fx_and_torch_export_price_batched_and_unbatched_pools_alike(
+    fn: str, spatial: int, batched: bool
+) -> None:
+    """The fx importer guessed a pool's spatial dims from its output's rank (rank - 2, or rank - 1
+    at rank 2): an unbatched ``max_pool2d(x, 2)`` of ``[4, 8, 8]`` got a window of 2, 128 FLOPs
+    where torch.export gave 256. The count now comes from the op's name."""
+    torch = pytest.importorskip("torch")
+    from graphs.importers.torch_export import from_exported_program, from_graph_module
+
+    f = getattr(torch.nn.functional, fn)
+
+    class Pool(torch.nn.Module):
+        def forward(self, x):
+            return f(x, 2) if fn.startswith("adaptive") else f(x, 2, 2)  # kernel 2 (or size 2), stride 2
+
+    # 3 channels (and 2 images), 8 per spatial dimension -> 4 (a window of 2 each) or 2 (adaptive: 4 each)
+    shape = ((2,) if batched else ()) + (3,) + (8,) * spatial
+    x = torch.randn(*shape)
+    images = 2 if batched else 1
+    if fn.startswith("adaptive"):
+        by_hand = images * 3 * 2**spatial * 4**spatial  # every output combines 4 per dimension
+    else:
+        by_hand = images * 3 * 4**spatial * 2**spatial  # every output combines 2 per dimension
+    net = Pool()
+    fx = _pool_flops(from_graph_module(torch.fx.symbolic_trace(net), (x,)))
+    exported = _pool_flops(from_exported_program(torch.export.export(net, (x,))))
+    assert fx == exported == [by_hand]

@@ -302,16 +302,21 @@ def _kernel(v: OpView, index: int | None, name: str, spatial: int) -> Any:
     return sympy.Mul(*k)
 
 
-@register_import(
-    aten=("max_pool1d", "max_pool2d", "max_pool3d", "max_pool2d_with_indices", "max_pool3d_with_indices",
-          "avg_pool1d", "avg_pool2d", "avg_pool3d"),
-    onnx=("MaxPool", "AveragePool"),
-)  # fmt: skip
-def window_pool(v: OpView) -> Mapped:
-    """A pool of a stated kernel: each output combines ``prod(kernel)`` inputs."""
-    spatial = len(v.out.shape) - 2 if len(v.out.shape) > 2 else len(v.out.shape) - 1
+def window_pool(spatial: int | None, v: OpView) -> Mapped:
+    """A pool of a stated kernel: each output combines ``prod(kernel)`` inputs. ``spatial``: the
+    dimensions the window spans, from the op's name (``max_pool2d``: 2; one int ``kernel_size``
+    covers each), so an unbatched ``[C, H, W]`` input pools as a batched one; None (ONNX, whose
+    ``kernel_shape`` lists every dimension): the output's rank less batch and channels."""
+    if spatial is None:
+        spatial = len(v.out.shape) - 2
     return _pool(v, _kernel(v, 1, "kernel_size", spatial) if v.scalar(None, "kernel_shape") is None
                  else _kernel(v, None, "kernel_shape", spatial))  # fmt: skip
+
+
+register_import(aten=("max_pool1d", "avg_pool1d"))(partial(window_pool, 1))
+register_import(aten=("max_pool2d", "max_pool2d_with_indices", "avg_pool2d"))(partial(window_pool, 2))
+register_import(aten=("max_pool3d", "max_pool3d_with_indices", "avg_pool3d"))(partial(window_pool, 3))
+register_import(onnx=("MaxPool", "AveragePool"))(partial(window_pool, None))
 
 
 def _adaptive_window(x: Tensor, out: Tensor) -> Any:
