@@ -83,3 +83,17 @@ def test_a_page_holds_the_notes_the_run_said(capsys, tmp_path, command):
     assert len(said) == 1
     doc = page.read_text()
     assert doc.count(html.escape(said[0], quote=False)) == 1
+
+
+def test_a_cards_device_notes_are_the_devices_own_on_every_catalog_device():
+    """``ledger`` reads its device's notes off the decode card without the engine
+    (``card_device_notes``, by the marks of DEVICE_NOTE_MARKS); on every catalog device and alias
+    series they are exactly ``roof_notes(hw, used=())``, the device's own (a series, preliminary
+    figures), no roof substitution among them."""
+    from costmodel.hardware import device_names, get_device
+    from costmodel.hardware.fallback import roof_notes
+    from graphs.serving.present.cards import card_device_notes
+
+    for name in device_names():
+        hw = get_device(name)
+        assert card_device_notes({"roof_notes": list(roof_notes(hw))}) == roof_notes(hw, used=()), name

@@ -362,9 +362,18 @@ def ledger_report(args: argparse.Namespace, config: Callable[[argparse.Namespace
     limit = lim.tokens if lim is not None else None
     cfg = functools.cache(lambda: config(args))
     _say_dtype_notes(args, cfg)
+
+    def from_card(card: dict[str, Any]) -> Any:
+        from costmodel.notes import say
+        from graphs.serving.present.cards import card_device_notes
+
+        for note in card_device_notes(card):  # the device's own notes, said once as every command says them
+            say(note)
+        return capacity_report_from_card(card, batch=args.batch, ctx=args.ctx, model_limit=limit)
+
     return served(
         card_key(args, "decode"),
-        lambda card: capacity_report_from_card(card, batch=args.batch, ctx=args.ctx, model_limit=limit),
+        from_card,
         lambda: build_decode_card(cfg(), args.device, tp=args.tp),
         lambda: None,
         functools.partial(shipped_card, args, "decode"),

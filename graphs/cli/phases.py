@@ -117,7 +117,15 @@ def cmd_ledger(args: argparse.Namespace) -> int:
         check_context(args, args.ctx, "--ctx")
     else:
         check_context(args, args.ctx, "--ctx")
-    rep = ledger_report(args, resolve_config) or _library_ledger(args)
+    rep = ledger_report(args, resolve_config)  # the decode card says the device's own notes
+    if rep is None:
+        from costmodel.hardware import get_device
+        from costmodel.hardware.fallback import roof_notes
+        from costmodel.notes import say
+
+        for note in roof_notes(get_device(args.device), used=()):  # a series, preliminary figures
+            say(note)
+        rep = _library_ledger(args)
     code = 0 if rep.fits else 1  # README: exit 1 is "does not fit"
     if args.json:
         print(dump(rep.to_dict()))
@@ -474,7 +482,7 @@ def add_phase_parsers(sub: Any) -> None:
         "--kv-bytes-per-token", default=None, help="KV-cache bytes per cached token, without a model (B)"
     )
     lg.add_argument("--capacity-bytes", default=None, help="raw mode, e.g. 78*1024**3")
-    lg.set_defaults(func=cmd_ledger, device_notes="device")
+    lg.set_defaults(func=cmd_ledger)
 
     pf = sub.add_parser("prefill", help="TTFT bound, per-unit times, attention share, chunked prefill")
     common(pf)

@@ -51,6 +51,7 @@ from ..step.reports import (
 
 __all__ = [
     "CardError",
+    "card_device_notes",
     "build_decode_card",
     "decode_from_card",
     "build_prefill_card",
@@ -748,6 +749,33 @@ def card_notes(card: dict[str, Any]) -> tuple[str, ...]:
         return _notes(card)
     except (KeyError, TypeError) as exc:
         raise CardError(f"unreadable card notes: {type(exc).__name__}") from None
+
+
+#: what marks a card's note as one about the device itself, as
+#: :func:`costmodel.hardware.fallback.roof_notes` words it with ``used=()``: a series resolved to
+#: its one part, preliminary figures (a test pins the two against it on every catalog device)
+DEVICE_NOTE_MARKS = (" names a series: its one catalog part, ", " figures are preliminary: ")
+
+
+def card_device_notes(card: dict[str, Any]) -> tuple[str, ...]:
+    """The card's notes about the device itself (a series, preliminary figures): what a command
+    pricing no FLOPs (``ledger``) says of its device, read without the engine.
+
+    Parameters
+    ----------
+    card : dict
+        Any card as read from JSON.
+
+    Returns
+    -------
+    tuple of str
+
+    Raises
+    ------
+    CardError
+        When its notes do not read back.
+    """
+    return tuple(n for n in card_notes(card) if any(m in n for m in DEVICE_NOTE_MARKS))
 
 
 def decode_forms_from_card(card: dict[str, Any]) -> Any:
