@@ -489,6 +489,6 @@ def test_search_csv_of_an_empty_frontier_keeps_its_header(capsys, tmp_path):
     assert main([*base, "--slo-tpot", "0.000001", "--csv", str(empty)]) == 0
     assert main([*base, "--csv", str(full)]) == 0
     capsys.readouterr()
-    head = list(csv.reader(full.open()))[0]
+    head = next(iter(csv.reader(full.open())))
     assert list(csv.reader(empty.open())) == [head]
     assert head[:3] == ["device", "weight_dtype", "kv_dtype"] and head[-1] == "usd_per_m_output"
