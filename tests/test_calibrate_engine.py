@@ -212,6 +212,7 @@ def _summary(rate, rng, **extra):
     }
 
 
+@pytest.mark.slow  # 6-9 s: a fit with its design rounds (the README's test command stays under 5 min)
 def test_a_summary_only_vllm_result_is_fitted_on_its_aggregates(tmp_path):
     """The must-show: summary-only JSONs (no per-request arrays) are accepted; the replay of their
     stated workload (1,500-token prompts, 40-token outputs at the stated rate) with the fitted terms
@@ -299,6 +300,7 @@ def test_summary_readers():
         _vllm_summary({"mean_ttft_ms": 5.0}, "v.json", 0)
 
 
+@pytest.mark.slow  # 6-9 s: a fit with its design rounds (the README's test command stays under 5 min)
 def test_a_guidellm_summary_is_accepted_by_calibrate(tmp_path):
     """Two GuideLLM benchmarks with no per-request rows (constant rates) fit and write a fit: the
     two terms planted (kernel scale, request path) come back from four stated means."""

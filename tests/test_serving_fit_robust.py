@@ -31,7 +31,7 @@ def _within(fit, planted, k=3.0):
 @pytest.mark.parametrize(
     "case, seed",
     [
-        ("csv-noise", 0),
+        pytest.param("csv-noise", 0, marks=pytest.mark.slow),
         pytest.param("csv-noise", 1, marks=pytest.mark.slow),
         pytest.param("csv-noise", 2, marks=pytest.mark.slow),
         pytest.param("csv-noise", 3, marks=pytest.mark.slow),
@@ -49,6 +49,7 @@ def test_planted_terms_come_back_within_the_stated_uncertainty(tmp_path, case, s
     assert max(abs(r.ttft_err) for r in rep.fit.held_out) < 0.03
 
 
+@pytest.mark.slow  # 5-6 s: a fit with its design rounds (the README's test command stays under 5 min)
 def test_runs_without_noise_give_the_planted_terms_back_closely(tmp_path):
     """No noise: the data are one simulation's; the fit lands within the roughness of the
     simulation itself (a change of 0.001 in the kernel scale moves the group means by a per cent),
@@ -61,6 +62,7 @@ def test_runs_without_noise_give_the_planted_terms_back_closely(tmp_path):
     _within(fit, PLANTED)
 
 
+@pytest.mark.slow  # 5-6 s: a fit with its design rounds (the README's test command stays under 5 min)
 def test_the_kernel_scale_and_the_time_per_iteration_are_said_to_trade_off(tmp_path):
     """Both add to every iteration (the scale times a step's kernels, of similar size at these
     loads, and a fixed CPU time): their estimates are strongly anti-correlated, and the report
