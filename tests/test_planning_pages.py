@@ -11,6 +11,7 @@ import re
 import pytest
 
 from graphs.cli import main
+from tests.test_html_review import figures  # the pages' plotly figures, parsed once
 
 
 def run_cli(*argv, code=0):
@@ -120,18 +121,6 @@ def test_an_output_path_ending_in_a_slash_is_refused_before_the_work(tmp_path, f
     assert list(tmp_path.iterdir()) == []
 
 
-def _figures(page: str) -> list[tuple[list, dict]]:
-    """Each figure's ``(data, layout)`` as the page hands them to plotly.js."""
-    dec = json.JSONDecoder()
-    out = []
-    for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page):
-        data, end = dec.raw_decode(page, m.end())
-        end = re.compile(r",\s*").match(page, end).end()
-        layout, _ = dec.raw_decode(page, end)
-        out.append((data, layout))
-    return out
-
-
 def test_the_size_page_marks_the_slo_and_the_candidates_that_miss_it(tmp_path):
     """``size --html`` drew every candidate's bar alike, with no mark at 100 % of the SLO: a
     candidate at 108 % of its TPOT SLO read like the winner. The bars of the candidates
@@ -142,7 +131,7 @@ def test_the_size_page_marks_the_slo_and_the_candidates_that_miss_it(tmp_path):
     meets = {c["label"]: c["meets"] for c in doc["candidates"]}
     assert True in meets.values() and False in meets.values()
     _out, page = _page(tmp_path, *argv)
-    ((data, layout),) = _figures(page)
+    ((data, layout),) = figures(page)
     (bars,) = data
     colours = dict(zip(bars["y"], bars["marker"]["color"], strict=True))
     assert colours == {label: "#636efa" if ok else "#ef553b" for label, ok in meets.items()}
@@ -166,7 +155,7 @@ def test_sweep_draws_one_frontier_per_context_as_search_does(tmp_path):
     text = run_cli(*base, "--ctxs", "1024,16384")[0]
     assert f"Pareto frontier ({len(both['frontier'])} points over 2 contexts, one frontier each)" in text
     _out, page = _page(tmp_path, *base, "--ctxs", "1024,16384")
-    ((data, layout),) = _figures(page)
+    ((data, layout),) = figures(page)
     lines = {tr["name"]: tr for tr in data if tr["name"].startswith("frontier")}
     assert set(lines) == {"frontier, ctx 1024", "frontier, ctx 16384"}
     for c in (1024, 16384):
@@ -242,7 +231,7 @@ def test_a_sweep_page_where_nothing_fits_draws_no_empty_axes(tmp_path):
     out, page = _page(tmp_path, *argv)
     why = next(line.strip() for line in out.splitlines() if "nothing fits in memory" in line)
     assert html.escape(why) in page
-    assert _figures(page) == [] and "<h2>figures</h2>" not in page
+    assert figures(page) == [] and "<h2>figures</h2>" not in page
     assert len(page.encode()) < 10_000  # the text alone, no plotly.js bundle (1.19 MB)
 
 
@@ -256,7 +245,7 @@ def test_the_search_pages_numbered_stars_of_two_contexts_do_not_share_a_corner(t
     firsts = [next(iter(best.values())) for best in doc["best_by_ctx"].values()]
     assert [p["batch"] for p in firsts] == [1, 1]  # both contexts' first winner is batch 1
     _out, page = _page(tmp_path, *argv)
-    data, _layout = next((d, lay) for d, lay in _figures(page) if "Pareto" in str(lay.get("title")))
+    data, _layout = next((d, lay) for d, lay in figures(page) if "Pareto" in str(lay.get("title")))
     (stars,) = [tr for tr in data if tr["name"].startswith("winners")]
     where = dict(zip(stars["text"], stars["textposition"], strict=True))
     assert where["1"] != where["3"]
@@ -291,7 +280,7 @@ def test_size_says_there_is_no_tpot_where_no_request_generated_a_second_token(tm
     assert "P99 TPOT none (no request generated a second token); " in winner and " ms " not in winner
     table = _rows(page, "simulated candidates")
     assert table and {(r[3], r[4]) for r in table} == {("none", "-")}
-    ((data, _layout),) = _figures(page)
+    ((data, _layout),) = figures(page)
     assert all(t.endswith("of its SLO, no TPOT") for t in data[0]["text"])
 
 
@@ -467,7 +456,7 @@ def test_a_large_sweep_page_draws_one_in_k_of_its_points_and_says_so(tmp_path, m
     assert len(fit) == 18
     monkeypatch.setattr(sweep_summary, "MAX_DRAWN", 5)
     _out, page = _page(tmp_path, *argv)
-    ((data, _layout),) = _figures(page)
+    ((data, _layout),) = figures(page)
     (grey,) = [tr for tr in data if tr["name"].startswith("points that fit")]
     assert grey["name"] == "points that fit (one in 4 of 18)"  # ceil(18 / 5)
     assert grey["x"] == [p["tokens_per_s_per_device"] for p in fit[::4]]

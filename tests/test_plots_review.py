@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from tests.test_html_review import figures  # the pages' plotly figures, parsed once
+
 pytest.importorskip("matplotlib", reason="plot extra not installed")
 
 
@@ -138,21 +140,6 @@ def test_make_figures_every_figure_says_what_and_where(tmp_path, monkeypatch, ca
     assert "a100-sxm-40gb" in titles[0] and "this machine" in titles[2] and "78 GiB" in titles[3]
 
 
-def _page_figures(page: str) -> list[tuple[list, dict]]:
-    """Each figure's ``(data, layout)`` as a page hands them to plotly.js."""
-    import json
-    import re
-
-    dec = json.JSONDecoder()
-    out = []
-    for m in re.finditer(r'Plotly\.newPlot\(\s*"[^"]+",\s*', page):
-        data, end = dec.raw_decode(page, m.end())
-        end = re.compile(r",\s*").match(page, end).end()
-        layout, _ = dec.raw_decode(page, end)
-        out.append((data, layout))
-    return out
-
-
 def _run_page(capsys, tmp_path, *argv):
     import json
 
@@ -175,7 +162,7 @@ def test_decode_page_roofline_draws_each_roof_in_its_own_colour(capsys, tmp_path
     from costmodel import get_device
 
     _, page = _run_page(capsys, tmp_path, "decode", "llama-3.1-8b", "--batch", "8", "--ctx", "4096")
-    data, _layout = next(f for f in _page_figures(page) if "roofline" in f[1]["title"]["text"])
+    data, _layout = next(f for f in figures(page) if "roofline" in f[1]["title"]["text"])
     roofs = [t for t in data if t["name"].startswith("roof ") and t.get("visible", True) is True]
     dev = get_device("h100-sxm")
     assert len(roofs) == len([r for r in dev.roofs if r.precision in ("bf16", "fp32")])
@@ -191,7 +178,7 @@ def test_disagg_page_gives_each_ttft_term_its_row(capsys, tmp_path):
     bars are the terms ``--json`` gives."""
     pytest.importorskip("plotly", reason="html extra not installed")
     doc, page = _run_page(capsys, tmp_path, "serve", "disagg", "llama-3.1-8b")
-    ((data, layout),) = _page_figures(page)
+    ((data, layout),) = figures(page)
     (bar,) = data
     t = doc["ttft"]
     assert dict(zip(bar["y"], bar["x"], strict=True)) == pytest.approx(
@@ -212,7 +199,7 @@ def test_plans_page_names_its_model_and_draws_the_frontier(capsys, tmp_path):
     pytest.importorskip("plotly", reason="html extra not installed")
     rows, page = _run_page(capsys, tmp_path, "serve", "plans", "llama-3.1-70b", "--device", "h100-sxm")
     assert "<title>parallel plans: llama-3.1-70b on h100-sxm, ctx 4096</title>" in page
-    ((data, _),) = _page_figures(page)
+    ((data, _),) = figures(page)
     front = next(t for t in data if t["name"] == "frontier")
     want = sorted((r["tokens_per_s_per_device"], r["tokens_per_s_per_user"]) for r in rows if r["pareto"])
     assert front["x"] == pytest.approx([x for x, _ in want]) and front["y"] == pytest.approx(
